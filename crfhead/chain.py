@@ -1,0 +1,314 @@
+"""The linear-chain dynamic program: one forward and one backward recursion, any semiring.
+
+Theorem 1 of the seed ``000_7c5bc3c5795a6d4c.txt`` (the chain distributive law) in log space:
+
+    alpha_t(k) = U_t(k) + ⊕_j [alpha_{t'}(j) + P_t(j, k)]        (t' = previous unmasked position)
+    beta_t(j)  = ⊕_k [P_{t''}(j, k) + U_{t''}(k) + beta_{t''}(k)]  (t'' = next unmasked position)
+
+with ``alpha`` starting at ``start + U`` and ``beta`` at ``end``. (a) ``⊕_k alpha_T(k) + end(k)`` is
+``log Z`` (log semiring) or the best score (max semiring); (b) ``alpha_t + beta_t`` aggregates the paths
+through ``(t, k)``; (c) likewise for an edge.
+
+Every state is renormalised at each step (its ⊕ subtracted and accumulated separately), so states stay
+O(1) and marginals are a softmax of ``alpha_t + beta_t``: no cancellation of large numbers, and float32
+marginals stay accurate for long chains.
+
+The functions here are pure: they take :class:`~crfhead.potentials.ChainPotentials` and return tensors.
+:func:`log_partition` is a custom autograd function whose backward is the explicit forward-backward
+(marginals), the seam where fused kernels plug in; double backward (Hessian-vector products) recomputes
+the marginals differentiably.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from crfhead.numerics import no_autocast
+from crfhead.potentials import ChainPotentials
+from crfhead.semiring import LogSemiring, MaxSemiring, Semiring
+
+__all__ = [
+    "ForwardResult",
+    "backward_scan",
+    "edge_marginals",
+    "entropy",
+    "forward_scan",
+    "log_partition",
+    "marginals",
+    "max_marginals",
+    "score",
+]
+
+_LOG = LogSemiring()
+_MAX = MaxSemiring()
+
+
+class ForwardResult:
+    """What a forward scan leaves behind.
+
+    Attributes:
+        alphas: ``(B, T, K, R)`` normalised forward states; at a masked position, the state of the
+            previous unmasked one (so ``alphas[:, t-1]`` is always the state an edge into ``t`` leaves).
+        total: ``(B, R)`` ⊕ over the final tags (``end`` included), un-normalised; 0 for empty rows
+            (rank 0) and the semiring's "nothing" for missing ranks.
+        final_indices: ``(B, R)`` flat index ``tag * R + rank`` of each final value (max-type only).
+        pointers: list over ``t`` of ``(B, K, R)`` flat back-pointers ``prev_tag * R + prev_rank``
+            (max-type only; entry 0 is unused).
+    """
+
+    def __init__(
+        self,
+        alphas: Tensor,
+        total: Tensor,
+        final_indices: Tensor | None,
+        pointers: list[Tensor],
+    ) -> None:
+        self.alphas = alphas
+        self.total = total
+        self.final_indices = final_indices
+        self.pointers = pointers
+
+
+def _step(semiring: Semiring, state: Tensor, trans: Tensor) -> tuple[Tensor, Tensor | None]:
+    """One ⊕⊗ step: ``new(k) = ⊕_{j, r} state(j, r) + trans(j, k)``.
+
+    Args:
+        state: ``(B, K, R)``.
+        trans: ``(K, K)`` or ``(B, K, K)``, ``[from, to]``.
+
+    Returns:
+        values ``(B, K, R')`` and back-pointers ``(B, K, R')`` into the flattened ``(from, rank)``.
+    """
+    B, K, R = state.shape
+    scores = state.unsqueeze(-1) + trans.unsqueeze(-2)  # (B, K_from, R, K_to)
+    values, idx = semiring.reduce(scores.reshape(B, K * R, -1), dim=1)  # (B, R', K_to)
+    return values.transpose(1, 2), (None if idx is None else idx.transpose(1, 2))
+
+
+def forward_scan(semiring: Semiring, pot: ChainPotentials) -> ForwardResult:
+    """The forward recursion of Theorem 1 over a batch of chains with holes.
+
+    Args:
+        semiring: log, max or k-max (:mod:`crfhead.semiring`).
+        pot: the chain potentials.
+
+    Returns:
+        :class:`ForwardResult`; ``total[:, 0]`` is ``log Z`` (log semiring) or the best score.
+    """
+    E, mask = pot.emissions, pot.mask
+    B, T, K = pot.shape
+    R = semiring.ranks
+    # Ranks beyond the first start as "no path" (-inf) so that k-best reports missing paths.
+    pad = E.new_full((B, K, R - 1), float("-inf"))
+    state = torch.cat([E.new_zeros(B, K, 1), pad], dim=2)
+    log_norm = E.new_zeros(B)
+    seen = torch.zeros(B, dtype=torch.bool, device=E.device)
+    alphas: list[Tensor] = []
+    pointers: list[Tensor] = []
+    for t in range(T):
+        first = torch.cat([(pot.start + E[:, t]).unsqueeze(-1), pad], dim=2)  # (B, K, R)
+        if t == 0:
+            new = first
+            if semiring.has_pointers:
+                pointers.append(torch.zeros(B, K, R, dtype=torch.long, device=E.device))
+        else:
+            moved, ptr = _step(semiring, state, pot.transitions_into(t))
+            new = torch.where(seen[:, None, None], moved + E[:, t].unsqueeze(-1), first)
+            if ptr is not None:
+                pointers.append(ptr)
+        norm = semiring.normalizer(new)  # (B,)
+        m = mask[:, t]
+        state = torch.where(m[:, None, None], new - norm[:, None, None], state)
+        log_norm = torch.where(m, log_norm + norm, log_norm)
+        seen = seen | m
+        alphas.append(state)
+    final = (state + pot.end[None, :, None]).reshape(B, 1, K * R)
+    total, idx = semiring.reduce(final, dim=2)  # (B, 1, R)
+    total = total[:, 0] + log_norm[:, None]
+    empty_total = torch.cat([E.new_zeros(B, 1), pad[:, 0]], dim=1)
+    total = torch.where(seen[:, None], total, empty_total)
+    stacked = torch.stack(alphas, dim=1) if T > 0 else E.new_zeros(B, 0, K, R)
+    return ForwardResult(stacked, total, None if idx is None else idx[:, 0], pointers)
+
+
+def backward_scan(semiring: Semiring, pot: ChainPotentials) -> Tensor:
+    """The backward recursion of Theorem 1 (log or max semiring, one rank).
+
+    Returns:
+        ``(B, T, K)`` normalised ``beta_t``; meaningful at unmasked positions only.
+    """
+    E, mask = pot.emissions, pot.mask
+    B, T, K = pot.shape
+    msg = E.new_zeros(B, K)
+    seen = torch.zeros(B, dtype=torch.bool, device=E.device)
+    end = pot.end.expand(B, K)
+    betas: list[Tensor] = []
+    for t in reversed(range(T)):
+        beta = torch.where(seen[:, None], msg, end)
+        beta = beta - semiring.normalizer(beta.unsqueeze(-1))[:, None]
+        betas.append(beta)
+        m = mask[:, t]
+        if t > 0:
+            carry = (E[:, t] + beta).unsqueeze(-2)  # (B, 1, K_to)
+            new_msg, _ = semiring.reduce(pot.transitions_into(t) + carry, dim=-1)  # (B, K_from, 1)
+            msg = torch.where(m[:, None], new_msg[..., 0], msg)
+        seen = seen | m
+    if T == 0:
+        return E.new_zeros(B, 0, K)
+    return torch.stack(betas[::-1], dim=1)
+
+
+def _node_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tensor:
+    """``(B, T, K)``: softmax of ``alpha_t + beta_t`` at unmasked positions, 0 elsewhere."""
+    probs = torch.softmax(alphas + betas, dim=-1)
+    return torch.where(pot.mask[..., None], probs, torch.zeros_like(probs))
+
+
+def _edge_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tensor:
+    """``(B, T-1, K, K)``: entry ``t-1`` is p(prev unmasked tag = i, tag at t = j), 0 if no such edge."""
+    B, T, K = pot.shape
+    if T < 2:
+        return alphas.new_zeros(B, 0, K, K)
+    logits = (
+        alphas[:, :-1, :, None]
+        + pot.edge_transitions()
+        + (pot.emissions[:, 1:] + betas[:, 1:])[:, :, None, :]
+    )  # (B, T-1, K_from, K_to)
+    probs = torch.softmax(logits.reshape(B, T - 1, K * K), dim=-1).reshape(B, T - 1, K, K)
+    valid = (pot.mask & pot.has_prev)[:, 1:, None, None]
+    return torch.where(valid, probs, torch.zeros_like(probs))
+
+
+def _chain_grads(
+    pot: ChainPotentials, alphas: Tensor, betas: Tensor, need_edges: bool
+) -> tuple[Tensor, Tensor | None]:
+    node = _node_marginals(pot, alphas, betas)
+    edge = _edge_marginals(pot, alphas, betas) if need_edges else None
+    return node, edge
+
+
+class _LogPartition(torch.autograd.Function):
+    """``log Z`` with the explicit forward-backward as its backward (gradient = marginals)."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any, emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
+    ) -> Tensor:
+        pot = ChainPotentials(emissions, transitions, start, end, mask)
+        fwd = forward_scan(_LOG, pot)
+        ctx.save_for_backward(emissions, transitions, start, end, mask, fwd.alphas[..., 0])
+        return fwd.total[:, 0]
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+        emissions, transitions, start, end, mask, alphas = ctx.saved_tensors
+        pot = ChainPotentials(emissions, transitions, start, end, mask)
+        if torch.is_grad_enabled():
+            # Double backward: recompute the marginals with differentiable operations.
+            alphas = forward_scan(_LOG, pot).alphas[..., 0]
+        betas = backward_scan(_LOG, pot)
+        need_edges = bool(ctx.needs_input_grad[1])
+        node, edge = _chain_grads(pot, alphas, betas, need_edges)
+        g_em = grad[:, None, None] * node
+        g_tr: Tensor | None = None
+        if edge is not None:
+            if pot.per_position:
+                g_tr = grad[:, None, None, None] * edge
+            else:
+                g_tr = torch.einsum("b,btij->ij", grad, edge)
+        g_start = torch.einsum("b,btk->k", grad, node * pot.is_first[..., None])
+        g_end = torch.einsum("b,btk->k", grad, node * pot.is_last[..., None])
+        return g_em, g_tr, g_start, g_end, None
+
+
+def log_partition(pot: ChainPotentials) -> Tensor:
+    """``log Z`` of each chain, ``(B,)``: the log-sum-exp of every path's score (0 for empty rows).
+
+    Differentiable; the gradient with respect to the emissions is the node marginals.
+    """
+    with no_autocast(pot.emissions.device):
+        tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
+        if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+            out: Tensor = _LogPartition.apply(*tensors, pot.mask)
+            return out
+        return forward_scan(_LOG, pot).total[:, 0]
+
+
+def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
+    """Score of the given paths, ``(B,)``: start + emissions + transitions + end over unmasked positions.
+
+    Args:
+        pot: the chain potentials.
+        tags: ``(B, T)`` int64; entries at masked positions are ignored (``-100`` padding is fine).
+    """
+    E, mask = pot.emissions, pot.mask
+    B, T, K = pot.shape
+    safe = torch.where(mask, tags, torch.zeros_like(tags))
+    zero = E.new_zeros(())
+    unary = torch.where(mask, E.gather(2, safe.unsqueeze(-1)).squeeze(-1), zero).sum(1)
+    start = torch.where(pot.is_first, pot.start[safe], zero).sum(1)
+    end = torch.where(pot.is_last, pot.end[safe], zero).sum(1)
+    total = unary + start + end
+    if T > 1:
+        prev = safe.gather(1, pot.prev_index.clamp(min=0))[:, 1:]  # (B, T-1)
+        cur = safe[:, 1:]
+        edge_on = (mask & pot.has_prev)[:, 1:]
+        if pot.per_position:
+            flat = pot.transitions.reshape(B, T - 1, K * K)
+            pair = flat.gather(2, (prev * K + cur).unsqueeze(-1)).squeeze(-1)
+        else:
+            pair = pot.transitions[prev, cur]
+        total = total + torch.where(edge_on, pair, zero).sum(1)
+    return total
+
+
+def marginals(pot: ChainPotentials) -> Tensor:
+    """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 at masked positions.
+
+    Computed by an explicit forward-backward (works under ``torch.inference_mode``); differentiable
+    by autograd through the recursions when gradients are enabled.
+    """
+    with no_autocast(pot.emissions.device):
+        alphas = forward_scan(_LOG, pot).alphas[..., 0]
+        return _node_marginals(pot, alphas, backward_scan(_LOG, pot))
+
+
+def edge_marginals(pot: ChainPotentials) -> Tensor:
+    """Edge marginals, ``(B, T-1, K, K)``: entry ``[b, t-1, i, j]`` is p(tag i at the previous unmasked
+    position, tag j at ``t``); 0 where ``t`` is masked or has no unmasked predecessor.
+    """
+    with no_autocast(pot.emissions.device):
+        alphas = forward_scan(_LOG, pot).alphas[..., 0]
+        return _edge_marginals(pot, alphas, backward_scan(_LOG, pot))
+
+
+def max_marginals(pot: ChainPotentials) -> Tensor:
+    """Max-marginals ``mu_t(k) = max_{z: z_t = k} p(z | x)``, ``(B, T, K)``; 0 at masked positions.
+
+    Theorem 1 (b) in the max semiring, divided by ``Z``: equal to ``p(viterbi path)`` along that path.
+    """
+    with no_autocast(pot.emissions.device):
+        fwd = forward_scan(_MAX, pot)
+        both = fwd.alphas[..., 0] + backward_scan(_MAX, pot)  # (B, T, K), up to a per-(b, t) shift
+        log_best = fwd.total[:, 0] - forward_scan(_LOG, pot).total[:, 0]  # log p(best path), (B,)
+        log_mu = both - both.amax(dim=-1, keepdim=True) + log_best[:, None, None]
+        return torch.where(pot.mask[..., None], log_mu.exp(), torch.zeros_like(log_mu))
+
+
+def entropy(pot: ChainPotentials) -> Tensor:
+    """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals; 0 if empty."""
+    with no_autocast(pot.emissions.device):
+        fwd = forward_scan(_LOG, pot)
+        alphas = fwd.alphas[..., 0]
+        betas = backward_scan(_LOG, pot)
+        node = _node_marginals(pot, alphas, betas)
+        edge = _edge_marginals(pot, alphas, betas)
+        expected = (node * pot.emissions).sum((1, 2))
+        expected = expected + (node * pot.is_first[..., None] * pot.start).sum((1, 2))
+        expected = expected + (node * pot.is_last[..., None] * pot.end).sum((1, 2))
+        expected = expected + (edge * pot.edge_transitions()).sum((1, 2, 3))
+        return fwd.total[:, 0] - expected
+

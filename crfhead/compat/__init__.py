@@ -1,0 +1,3 @@
+"""Drop-in replacements for other CRF libraries' APIs, on crfhead's engine."""
+
+__all__: list[str] = []

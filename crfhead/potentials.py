@@ -1,0 +1,184 @@
+"""The potentials of a batch of linear chains: the one input contract of every dynamic program.
+
+Conventions (written once here, used everywhere; ``B`` batch, ``T`` time, ``K`` tags):
+
+* ``emissions``   ``(B, T, K)``: the unary log-potential ``U_t(k)`` of tag ``k`` at position ``t``.
+* ``transitions`` ``(K, K)`` shared by every edge, or ``(B, T-1, K, K)`` per edge, indexed
+  ``[from, to]``. ``transitions[b, t-1, i, j]`` scores tag ``i`` at the previous *unmasked* position
+  followed by tag ``j`` at position ``t`` (the transition that *enters* ``t``).
+* ``start`` ``(K,)`` scores the first unmasked tag, ``end`` ``(K,)`` the last.
+* ``mask`` ``(B, T)`` bool. Masks may have holes: the chain links consecutive unmasked positions, so a
+  first-subword mask of a BERT batch (``[CLS]``, ``[SEP]`` and continuation pieces off) is used as it is.
+  No sorting of the batch and no left alignment is assumed. A fully masked row is the empty chain:
+  ``log Z = 0``, score 0, path all ``-1``.
+
+:func:`make_potentials` validates at the public boundary (errors print the actual shapes), upcasts to
+the compute dtype (float32, or float64 when given float64) and clamps ``-inf`` to ``IMPOSSIBLE``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from crfhead.numerics import IMPOSSIBLE, compute_dtype
+
+__all__ = ["ChainPotentials", "make_potentials"]
+
+
+@dataclass(frozen=True, eq=False)
+class ChainPotentials:
+    """Validated chain potentials in the compute dtype (build with :func:`make_potentials`).
+
+    Attributes:
+        emissions: ``(B, T, K)`` unary log-potentials.
+        transitions: ``(K, K)`` or ``(B, T-1, K, K)``, ``[from, to]``.
+        start: ``(K,)`` log-potential of the first unmasked tag.
+        end: ``(K,)`` log-potential of the last unmasked tag.
+        mask: ``(B, T)`` bool, True where the position is part of the chain.
+    """
+
+    emissions: Tensor
+    transitions: Tensor
+    start: Tensor
+    end: Tensor
+    mask: Tensor
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(B, T, K)``."""
+        B, T, K = self.emissions.shape
+        return B, T, K
+
+    @property
+    def per_position(self) -> bool:
+        """Whether transitions are ``(B, T-1, K, K)`` rather than shared ``(K, K)``."""
+        return self.transitions.dim() == 4
+
+    def transitions_into(self, t: int) -> Tensor:
+        """The transition scores entering position ``t >= 1``: ``(K, K)`` or ``(B, K, K)``."""
+        return self.transitions[:, t - 1] if self.per_position else self.transitions
+
+    def edge_transitions(self) -> Tensor:
+        """All edge scores, broadcastable to ``(B, T-1, K, K)``: entry ``t-1`` enters position ``t``."""
+        return self.transitions if self.per_position else self.transitions[None, None]
+
+    @cached_property
+    def has_prev(self) -> Tensor:
+        """``(B, T)`` bool: some position before ``t`` is unmasked (so ``t`` has an incoming edge)."""
+        m = self.mask.long()
+        return (m.cumsum(1) - m) > 0
+
+    @cached_property
+    def has_next(self) -> Tensor:
+        """``(B, T)`` bool: some position after ``t`` is unmasked."""
+        m = self.mask.long()
+        return (m.flip(1).cumsum(1) - m.flip(1)).flip(1) > 0
+
+    @cached_property
+    def is_first(self) -> Tensor:
+        """``(B, T)`` bool: ``t`` is the first unmasked position of its row."""
+        return self.mask & ~self.has_prev
+
+    @cached_property
+    def is_last(self) -> Tensor:
+        """``(B, T)`` bool: ``t`` is the last unmasked position of its row."""
+        return self.mask & ~self.has_next
+
+    @cached_property
+    def prev_index(self) -> Tensor:
+        """``(B, T)`` int64: the previous unmasked position before ``t``, or -1 if none."""
+        B, T = self.mask.shape
+        pos = torch.arange(T, device=self.mask.device).expand(B, T)
+        last_seen = torch.where(self.mask, pos, torch.full_like(pos, -1)).cummax(dim=1).values
+        return torch.cat([last_seen.new_full((B, 1), -1), last_seen[:, :-1]], dim=1)
+
+    @cached_property
+    def nonempty(self) -> Tensor:
+        """``(B,)`` bool: the row has at least one unmasked position."""
+        return self.mask.any(dim=1)
+
+
+def _check_float(name: str, x: Tensor) -> None:
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+
+
+def make_potentials(
+    emissions: Tensor,
+    transitions: Tensor,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    mask: Tensor | None = None,
+) -> ChainPotentials:
+    """Validate, upcast and package chain potentials.
+
+    Args:
+        emissions: ``(B, T, K)`` floating point (bf16/fp16 are upcast to float32).
+        transitions: ``(K, K)`` or ``(B, T-1, K, K)``, ``[from, to]``.
+        start: ``(K,)``; zeros when ``None``.
+        end: ``(K,)``; zeros when ``None``.
+        mask: ``(B, T)`` bool; all True when ``None``.
+
+    Raises:
+        ValueError: on a wrong shape, dtype or device; the message prints the actual shapes.
+    """
+    _check_float("emissions", emissions)
+    if emissions.dim() != 3:
+        raise ValueError(f"emissions must be (B, T, K), got shape {tuple(emissions.shape)}")
+    B, T, K = emissions.shape
+    dtype = compute_dtype(emissions.dtype)
+    device = emissions.device
+    _check_float("transitions", transitions)
+    if tuple(transitions.shape) not in ((K, K), (B, max(T - 1, 0), K, K)):
+        raise ValueError(
+            f"transitions must be (K, K) = {(K, K)} or (B, T-1, K, K) = {(B, max(T - 1, 0), K, K)} "
+            f"for emissions of shape {(B, T, K)}, got shape {tuple(transitions.shape)}"
+        )
+    ends = []
+    for name, vec in (("start", start), ("end", end)):
+        if vec is None:
+            ends.append(emissions.new_zeros(K, dtype=dtype))
+            continue
+        _check_float(name, vec)
+        if tuple(vec.shape) != (K,):
+            raise ValueError(
+                f"{name} must be (K,) = {(K,)} for emissions of shape {(B, T, K)}, "
+                f"got shape {tuple(vec.shape)}"
+            )
+        ends.append(vec)
+    if mask is None:
+        mask = torch.ones(B, T, dtype=torch.bool, device=device)
+    else:
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+            got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+            raise ValueError(f"mask must be a bool tensor, got {got}")
+        if tuple(mask.shape) != (B, T):
+            raise ValueError(
+                f"mask must be (B, T) = {(B, T)} for emissions of shape {(B, T, K)}, "
+                f"got shape {tuple(mask.shape)}"
+            )
+    for name, x in (
+        ("transitions", transitions),
+        ("start", ends[0]),
+        ("end", ends[1]),
+        ("mask", mask),
+    ):
+        if x.device != device:
+            raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
+
+    def prep(x: Tensor) -> Tensor:
+        return x.to(dtype).clamp(min=IMPOSSIBLE)
+
+    return ChainPotentials(
+        emissions=prep(emissions),
+        transitions=prep(transitions),
+        start=prep(ends[0]),
+        end=prep(ends[1]),
+        mask=mask,
+    )
