@@ -76,6 +76,7 @@ def _step(semiring: Semiring, state: Tensor, trans: Tensor) -> tuple[Tensor, Ten
     """One ⊕⊗ step: ``new(k) = ⊕_{j, r} state(j, r) + trans(j, k)``.
 
     Args:
+        semiring: the ⊕ to aggregate with.
         state: ``(B, K, R)``.
         trans: ``(K, K)`` or ``(B, K, K)``, ``[from, to]``.
 
@@ -84,7 +85,7 @@ def _step(semiring: Semiring, state: Tensor, trans: Tensor) -> tuple[Tensor, Ten
     """
     B, K, R = state.shape
     scores = state.unsqueeze(-1) + trans.unsqueeze(-2)  # (B, K_from, R, K_to)
-    values, idx = semiring.reduce(scores.reshape(B, K * R, -1), dim=1)  # (B, R', K_to)
+    values, idx = semiring.reduce(scores.reshape(B, K * R, scores.shape[-1]), dim=1)
     return values.transpose(1, 2), (None if idx is None else idx.transpose(1, 2))
 
 
@@ -194,7 +195,7 @@ class _LogPartition(torch.autograd.Function):
     """``log Z`` with the explicit forward-backward as its backward (gradient = marginals)."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
     ) -> Tensor:
         pot = ChainPotentials(emissions, transitions, start, end, mask)
@@ -203,7 +204,7 @@ class _LogPartition(torch.autograd.Function):
         return fwd.total[:, 0]
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         emissions, transitions, start, end, mask, alphas = ctx.saved_tensors
         pot = ChainPotentials(emissions, transitions, start, end, mask)
         if torch.is_grad_enabled():
@@ -232,7 +233,7 @@ def log_partition(pot: ChainPotentials) -> Tensor:
     with no_autocast(pot.emissions.device):
         tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            out: Tensor = _LogPartition.apply(*tensors, pot.mask)
+            out: Tensor = _LogPartition.apply(*tensors, pot.mask)  # type: ignore[no-untyped-call]
             return out
         return forward_scan(_LOG, pot).total[:, 0]
 
@@ -277,8 +278,10 @@ def marginals(pot: ChainPotentials) -> Tensor:
 
 
 def edge_marginals(pot: ChainPotentials) -> Tensor:
-    """Edge marginals, ``(B, T-1, K, K)``: entry ``[b, t-1, i, j]`` is p(tag i at the previous unmasked
-    position, tag j at ``t``); 0 where ``t`` is masked or has no unmasked predecessor.
+    """Edge marginals, ``(B, T-1, K, K)``.
+
+    Entry ``[b, t-1, i, j]`` is p(tag i at the previous unmasked position, tag j at ``t``); 0 where
+    ``t`` is masked or has no unmasked predecessor.
     """
     with no_autocast(pot.emissions.device):
         alphas = forward_scan(_LOG, pot).alphas[..., 0]
@@ -311,4 +314,3 @@ def entropy(pot: ChainPotentials) -> Tensor:
         expected = expected + (node * pot.is_last[..., None] * pot.end).sum((1, 2))
         expected = expected + (edge * pot.edge_transitions()).sum((1, 2, 3))
         return fwd.total[:, 0] - expected
-

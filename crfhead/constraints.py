@@ -93,7 +93,9 @@ def split_label(label: str, scheme: str) -> tuple[str, str | None]:
     roles = {letter: role for role, letter in _LETTERS[scheme].items()}
     if not sep or not typ or prefix not in roles:
         allowed = ", ".join(f"{p}-X" for p in roles)
-        raise ValueError(f"label {label!r} is not valid in the {scheme} scheme (expected O, {allowed})")
+        raise ValueError(
+            f"label {label!r} is not valid in the {scheme} scheme (expected O, {allowed})"
+        )
     return roles[prefix], typ
 
 
@@ -111,7 +113,12 @@ def labels_for(types: Sequence[str], scheme: str) -> list[str]:
     """The full label list of ``scheme`` over ``types``: ``O`` first, then each type's prefixes."""
     scheme = canonical_scheme(scheme)
     letters = _LETTERS[scheme]
-    return ["O"] + [f"{letters[role]}-{typ}" for typ in types for role in ("B", "I", "E", "S") if role in letters]
+    return ["O"] + [
+        f"{letters[role]}-{typ}"
+        for typ in types
+        for role in ("B", "I", "E", "S")
+        if role in letters
+    ]
 
 
 def _allowed(prev: tuple[str, str | None], cur: tuple[str, str | None], scheme: str) -> bool:
@@ -138,7 +145,9 @@ def allowed_transitions(labels: Sequence[str], scheme: str) -> tuple[Tensor, Ten
     scheme = canonical_scheme(scheme)
     parsed = [split_label(label, scheme) for label in labels]
     K = len(parsed)
-    trans = torch.tensor([[_allowed(a, b, scheme) for b in parsed] for a in parsed], dtype=torch.bool)
+    trans = torch.tensor(
+        [[_allowed(a, b, scheme) for b in parsed] for a in parsed], dtype=torch.bool
+    )
     trans = trans.reshape(K, K)
     outside: tuple[str, str | None] = ("O", None)
     start = torch.tensor([_allowed(outside, b, scheme) for b in parsed], dtype=torch.bool)

@@ -27,7 +27,7 @@ REDUCTIONS = ("none", "sum", "mean", "token_mean")
 
 
 def _is_tracing() -> bool:
-    return bool(torch.jit.is_scripting() or torch.compiler.is_compiling())
+    return bool(torch.compiler.is_compiling())
 
 
 class CRF(nn.Module):
@@ -127,7 +127,9 @@ class CRF(nn.Module):
             mask: ``(B, T)`` bool or ``None``.
         """
         self._check_emissions(emissions)
-        trans, start, end = self.transitions, self.start_transitions, self.end_transitions
+        trans: Tensor = self.transitions
+        start: Tensor = self.start_transitions
+        end: Tensor = self.end_transitions
         if self.constrained:
             trans = constrain(trans, self.allowed_transitions)
             start = constrain(start, self.allowed_start)
@@ -221,9 +223,7 @@ class CRF(nn.Module):
         """Viterbi paths, ``(B, T)`` int64, ``-1`` where masked."""
         return self.viterbi(emissions, mask)[1]
 
-    def topk(
-        self, emissions: Tensor, k: int, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    def topk(self, emissions: Tensor, k: int, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)``; missing: ``-inf`` and ``-1``."""
         return decoding.topk(self.potentials(emissions, mask), k)
 

@@ -95,7 +95,9 @@ def posterior_decode(pot: ChainPotentials, valid_only: bool = False) -> Tensor:
             return torch.where(pot.mask, best, torch.full_like(best, -1))
 
         def gate(x: Tensor) -> Tensor:
-            return torch.where(is_impossible(x), torch.full_like(x, IMPOSSIBLE), torch.zeros_like(x))
+            return torch.where(
+                is_impossible(x), torch.full_like(x, IMPOSSIBLE), torch.zeros_like(x)
+            )
 
         mea = ChainPotentials(
             emissions=gamma,

@@ -46,7 +46,7 @@ class CRF(_CRF):
             mask = mask.transpose(0, 1) if mask is not None else None
         return emissions, tags, mask
 
-    def forward(  # type: ignore[override]
+    def forward(
         self,
         emissions: Tensor,
         tags: Tensor,
