@@ -103,34 +103,38 @@ def forward_scan(semiring: Semiring, pot: ChainPotentials) -> ForwardResult:
     B, T, K = pot.shape
     R = semiring.ranks
     # Ranks beyond the first start as "no path" (-inf) so that k-best reports missing paths.
-    pad = E.new_full((B, K, R - 1), float("-inf"))
-    state = torch.cat([E.new_zeros(B, K, 1), pad], dim=2)
-    log_norm = E.new_zeros(B)
-    seen = torch.zeros(B, dtype=torch.bool, device=E.device)
+    pad = E.new_full((B, T, K, R - 1), float("-inf"))
+    firsts = torch.cat([(pot.start + E).unsqueeze(-1), pad], dim=3)  # (B, T, K, R)
+    emit = E.unsqueeze(-1)  # (B, T, K, 1)
+    on = mask[:, :, None, None]  # (B, T, 1, 1)
+    linked = pot.has_prev[:, :, None, None]  # an unmasked position precedes t
+    state = firsts[:, 0] if T > 0 else firsts.new_zeros(B, K, R)
     alphas: list[Tensor] = []
+    norms: list[Tensor] = []
     pointers: list[Tensor] = []
     for t in range(T):
-        first = torch.cat([(pot.start + E[:, t]).unsqueeze(-1), pad], dim=2)  # (B, K, R)
         if t == 0:
-            new = first
+            new = firsts[:, 0]
             if semiring.has_pointers:
                 pointers.append(torch.zeros(B, K, R, dtype=torch.long, device=E.device))
         else:
             moved, ptr = _step(semiring, state, pot.transitions_into(t))
-            new = torch.where(seen[:, None, None], moved + E[:, t].unsqueeze(-1), first)
+            new = torch.where(linked[:, t], moved + emit[:, t], firsts[:, t])
             if ptr is not None:
                 pointers.append(ptr)
         norm = semiring.normalizer(new)  # (B,)
-        m = mask[:, t]
-        state = torch.where(m[:, None, None], new - norm[:, None, None], state)
-        log_norm = torch.where(m, log_norm + norm, log_norm)
-        seen = seen | m
+        state = torch.where(on[:, t], new - norm[:, None, None], state)
+        norms.append(norm)
         alphas.append(state)
+    if T == 0:
+        log_norm = E.new_zeros(B)
+    else:
+        log_norm = torch.where(mask, torch.stack(norms, dim=1), E.new_zeros(())).sum(1)
     final = (state + pot.end[None, :, None]).reshape(B, 1, K * R)
     total, idx = semiring.reduce(final, dim=2)  # (B, 1, R)
     total = total[:, 0] + log_norm[:, None]
-    empty_total = torch.cat([E.new_zeros(B, 1), pad[:, 0]], dim=1)
-    total = torch.where(seen[:, None], total, empty_total)
+    empty_total = torch.cat([E.new_zeros(B, 1), E.new_full((B, R - 1), float("-inf"))], dim=1)
+    total = torch.where(pot.nonempty[:, None], total, empty_total)
     stacked = torch.stack(alphas, dim=1) if T > 0 else E.new_zeros(B, 0, K, R)
     return ForwardResult(stacked, total, None if idx is None else idx[:, 0], pointers)
 
@@ -144,19 +148,17 @@ def backward_scan(semiring: Semiring, pot: ChainPotentials) -> Tensor:
     E, mask = pot.emissions, pot.mask
     B, T, K = pot.shape
     msg = E.new_zeros(B, K)
-    seen = torch.zeros(B, dtype=torch.bool, device=E.device)
     end = pot.end.expand(B, K)
+    linked = pot.has_next[:, :, None]  # an unmasked position follows t
     betas: list[Tensor] = []
     for t in reversed(range(T)):
-        beta = torch.where(seen[:, None], msg, end)
+        beta = torch.where(linked[:, t], msg, end)
         beta = beta - semiring.normalizer(beta.unsqueeze(-1))[:, None]
         betas.append(beta)
-        m = mask[:, t]
         if t > 0:
             carry = (E[:, t] + beta).unsqueeze(-2)  # (B, 1, K_to)
             new_msg, _ = semiring.reduce(pot.transitions_into(t) + carry, dim=-1)  # (B, K_from, 1)
-            msg = torch.where(m[:, None], new_msg[..., 0], msg)
-        seen = seen | m
+            msg = torch.where(mask[:, t, None], new_msg[..., 0], msg)
     if T == 0:
         return E.new_zeros(B, 0, K)
     return torch.stack(betas[::-1], dim=1)

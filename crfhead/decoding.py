@@ -39,7 +39,9 @@ def _best_paths(semiring: Semiring, pot: ChainPotentials) -> tuple[Tensor, Tenso
     for t in reversed(range(T)):
         on = pot.mask[:, t, None]
         steps.append(torch.where(on, tag, torch.full_like(tag, -1)))
-        if t > 0:
+        if t > 0 and R == 1:  # Viterbi: no ranks to follow
+            tag = torch.where(follow[:, t, None], fwd.pointers[t][..., 0].gather(1, tag), tag)
+        elif t > 0:
             flat = fwd.pointers[t].reshape(B, K * R).gather(1, tag * R + rank)  # (B, R)
             go = follow[:, t, None]
             tag = torch.where(go, flat // R, tag)

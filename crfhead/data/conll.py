@@ -1,0 +1,209 @@
+"""CoNLL-style column files, read and written.
+
+One token per line, blank lines between sentences, ``-DOCSTART-`` lines between documents
+(CoNLL-2003), tab- or space-separated (WNUT 2017), any tagging scheme in and out.
+
+:func:`read_conll` returns the sentences and a :class:`~crfhead.data.sentence.ReadReport`. A line with
+too few columns names the file and line; a tag outside the input scheme names the tag, file and line;
+an invalid tag sequence (``I-X`` after ``O`` in BIO) is repaired with a warning and counted; an empty
+sentence (a run of blank lines) is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from crfhead.constraints import canonical_scheme, convert_tags, split_label
+from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
+
+__all__ = ["CoNLLFormatError", "read_conll", "write_conll"]
+
+
+class CoNLLFormatError(ValueError):
+    """A malformed line of a column file; the message names the file and line number."""
+
+
+def read_conll(
+    path: str | Path,
+    *,
+    token_col: int = 0,
+    tag_col: int | None = -1,
+    columns: Mapping[str, int] | None = None,
+    scheme: str = "BIO",
+    out_scheme: str | None = None,
+    separator: str | None = None,
+    docstart: str = "-DOCSTART-",
+    warn: bool = True,
+) -> tuple[list[Sentence], ReadReport]:
+    """Read a column file.
+
+    Args:
+        path: the file.
+        token_col: the column of the token.
+        tag_col: the column of the tag (default: the last); ``None`` for unlabelled text.
+        columns: extra columns to keep, by name (e.g. ``{"pos": 1, "chunk": 2}`` for CoNLL-2003).
+        scheme: the tagging scheme of the file (``"BIO"``, ``"IOB1"``, ``"BIOES"``, ...).
+        out_scheme: re-encode the tags in this scheme (default: keep ``scheme``).
+        separator: the column separator (default: any run of whitespace).
+        docstart: a token that opens a new document when it is the first column of a line.
+        warn: emit one warning summarising repairs and skips.
+
+    Returns:
+        ``(sentences, report)``; each sentence's ``doc_id`` is ``"<file stem>:<n>"`` (the n-th
+        document, from 0; everything before the first ``-DOCSTART-`` is document 0) and its ``id``
+        is ``"<file name>:<first line>"``.
+
+    Raises:
+        FileNotFoundError: the file does not exist (the path is named).
+        CoNLLFormatError: a line with too few columns, or a tag outside ``scheme``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"CoNLL file not found: {path}")
+    scheme = canonical_scheme(scheme)
+    with path.open(encoding="utf-8", newline="") as handle:
+        text = handle.read()
+    sentences, report = _parse(
+        io.StringIO(text.replace("\r\n", "\n").replace("\r", "\n")),
+        name=str(path),
+        stem=path.stem,
+        token_col=token_col,
+        tag_col=tag_col,
+        columns=dict(columns or {}),
+        scheme=scheme,
+        separator=separator,
+        docstart=docstart,
+    )
+    sentences = repair_sentences(sentences, scheme, report)
+    if out_scheme is not None and canonical_scheme(out_scheme) != scheme:
+        for s in sentences:
+            if s.tags is not None:
+                s.tags = convert_tags(s.tags, scheme, out_scheme)
+    report.sentences = len(sentences)
+    report.tokens = sum(len(s) for s in sentences)
+    if warn:
+        report.warn_if_changed()
+    return sentences, report
+
+
+def _parse(
+    lines: Iterable[str],
+    *,
+    name: str,
+    stem: str,
+    token_col: int,
+    tag_col: int | None,
+    columns: dict[str, int],
+    scheme: str,
+    separator: str | None,
+    docstart: str,
+) -> tuple[list[Sentence], ReadReport]:
+    report = ReadReport(source=name)
+    sentences: list[Sentence] = []
+    doc = 0
+    tokens: list[str] = []
+    tags: list[str] = []
+    extra: dict[str, list[str]] = {key: [] for key in columns}
+    first_line = 0
+    prev_blank = False  # a blank line right after another one is an empty sentence
+    width: int | None = None  # columns per line, fixed by the first token line
+    width_line = 0
+    used = [token_col, *columns.values(), *([] if tag_col is None else [tag_col])]
+    needed = max(c + 1 if c >= 0 else -c for c in used)  # columns a line must have
+
+    def flush() -> None:
+        nonlocal tokens, tags, extra
+        if tokens:
+            sentences.append(
+                Sentence(
+                    tokens=tokens,
+                    tags=tags if tag_col is not None else None,
+                    doc_id=f"{stem}:{doc}",
+                    columns=extra,
+                    id=f"{Path(name).name}:{first_line}",
+                )
+            )
+        tokens, tags, extra = [], [], {key: [] for key in columns}
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\n")
+        if not line.strip():
+            if not tokens and prev_blank:
+                report.skipped_empty += 1
+            flush()
+            prev_blank = True
+            continue
+        fields = line.split(separator) if separator is not None else line.split()
+        if fields[0] == docstart:
+            flush()
+            if report.documents or sentences:
+                doc += 1
+            report.documents += 1
+            prev_blank = False
+            continue
+        if width is None:
+            width, width_line = len(fields), lineno
+        elif len(fields) != width:
+            raise CoNLLFormatError(
+                f"{name}, line {lineno}: expected {width} columns as on line {width_line}, "
+                f"got {len(fields)}: {line!r}"
+            )
+        if len(fields) < needed:
+            raise CoNLLFormatError(
+                f"{name}, line {lineno}: expected at least {needed} columns, got {len(fields)}: "
+                f"{line!r}"
+            )
+        if not tokens:
+            first_line = lineno
+        prev_blank = False
+        tokens.append(fields[token_col])
+        if tag_col is not None:
+            tag = fields[tag_col]
+            try:
+                split_label(tag, scheme)
+            except ValueError as err:
+                raise CoNLLFormatError(f"{name}, line {lineno}: {err}") from None
+            tags.append(tag)
+        for key, col in columns.items():
+            extra[key].append(fields[col])
+    flush()
+    return sentences, report
+
+
+def write_conll(
+    sentences: Sequence[Sentence],
+    path: str | Path,
+    *,
+    columns: Sequence[str] = (),
+    docstart: bool = True,
+    separator: str = " ",
+) -> None:
+    """Write sentences as ``token [extra columns...] tag`` lines.
+
+    Args:
+        sentences: what to write (unlabelled sentences get tag ``O``).
+        path: the output file (its folder is created).
+        columns: names of extra columns to write between token and tag.
+        docstart: write a ``-DOCSTART-`` line whenever ``doc_id`` changes.
+        separator: the column separator.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out: list[str] = []
+    current: str | None = None
+    for s in sentences:
+        if docstart and s.doc_id is not None and s.doc_id != current:
+            current = s.doc_id
+            out.append(separator.join(["-DOCSTART-", *(["-X-"] * len(columns)), "O"]))
+            out.append("")
+        tags = s.tags if s.tags is not None else ["O"] * len(s)
+        for i, token in enumerate(s.tokens):
+            if not token or any(ch.isspace() for ch in token):
+                raise ValueError(
+                    f"token {token!r} of sentence {s.id} cannot be written to a column file"
+                )
+            out.append(separator.join([token, *(s.columns[c][i] for c in columns), tags[i]]))
+        out.append("")
+    path.write_text("\n".join(out) + ("\n" if out else ""), encoding="utf-8")
