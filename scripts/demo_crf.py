@@ -19,8 +19,32 @@ from torch import nn
 
 from crfhead import CRF
 
-FIRST = ["anna", "marek", "li", "sofia", "omar", "ines", "tomas", "yuki", "ravi", "elena", "jon", "aurora"]
-LAST = ["novak", "chen", "garcia", "haddad", "silva", "kowalski", "tanaka", "patel", "berg", "power"]
+FIRST = [
+    "anna",
+    "marek",
+    "li",
+    "sofia",
+    "omar",
+    "ines",
+    "tomas",
+    "yuki",
+    "ravi",
+    "elena",
+    "jon",
+    "aurora",
+]
+LAST = [
+    "novak",
+    "chen",
+    "garcia",
+    "haddad",
+    "silva",
+    "kowalski",
+    "tanaka",
+    "patel",
+    "berg",
+    "power",
+]
 ORG_HEAD = ["kestrel", "solenne", "aurora", "vantage", "meridian", "halcyon", "borealis", "cobalt"]
 ORG_TAIL = ["power", "holdings", "systems", "capital", "group", "labs", "growth"]
 FILLER = (
@@ -121,14 +145,19 @@ def main() -> None:
         pred = model.crf.decode_labels(emissions, mask)
         gold = [t for _, t in test]
         print(classification_report(gold, pred, mode="strict", scheme=IOB2, digits=3))
-        print(f"span F1 (seqeval, strict BIO): {f1_score(gold, pred, mode='strict', scheme=IOB2):.4f}")
+        print(
+            f"span F1 (seqeval, strict BIO): {f1_score(gold, pred, mode='strict', scheme=IOB2):.4f}"
+        )
         # The rest of the layer on the first test sentence.
         e, m = emissions[:1], mask[:1]
         n = int(m.sum())
         marg = model.crf.marginals(e, m)[0, :n]
         scores, paths = model.crf.topk(e, 3, m)
         print("sentence:", " ".join(test[0][0]))
-        print("marginal confidence of the Viterbi tags:", [round(float(p), 3) for p in marg.max(-1).values])
+        print(
+            "marginal confidence of the Viterbi tags:",
+            [round(float(p), 3) for p in marg.max(-1).values],
+        )
         for r in range(3):
             tags_r = [LABELS[i] for i in paths[0, r, :n].tolist()]
             print(f"top-{r + 1} score {float(scores[0, r]):8.3f}:", " ".join(tags_r))
