@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from crfhead.numerics import no_autocast
+from crfhead.numerics import EXP_FLOOR, no_autocast, softmax
 from crfhead.potentials import ChainPotentials
 from crfhead.semiring import LogSemiring, MaxSemiring, Semiring
 
@@ -166,7 +166,7 @@ def backward_scan(semiring: Semiring, pot: ChainPotentials) -> Tensor:
 
 def _node_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tensor:
     """``(B, T, K)``: softmax of ``alpha_t + beta_t`` at unmasked positions, 0 elsewhere."""
-    probs = torch.softmax(alphas + betas, dim=-1)
+    probs = softmax(alphas + betas, dim=-1)
     return torch.where(pot.mask[..., None], probs, torch.zeros_like(probs))
 
 
@@ -180,7 +180,7 @@ def _edge_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tens
         + pot.edge_transitions()
         + (pot.emissions[:, 1:] + betas[:, 1:])[:, :, None, :]
     )  # (B, T-1, K_from, K_to)
-    probs = torch.softmax(logits.reshape(B, T - 1, K * K), dim=-1).reshape(B, T - 1, K, K)
+    probs = softmax(logits.reshape(B, T - 1, K * K), dim=-1).reshape(B, T - 1, K, K)
     valid = (pot.mask & pot.has_prev)[:, 1:, None, None]
     return torch.where(valid, probs, torch.zeros_like(probs))
 
@@ -300,7 +300,8 @@ def max_marginals(pot: ChainPotentials) -> Tensor:
         both = fwd.alphas[..., 0] + backward_scan(_MAX, pot)  # (B, T, K), up to a per-(b, t) shift
         log_best = fwd.total[:, 0] - forward_scan(_LOG, pot).total[:, 0]  # log p(best path), (B,)
         log_mu = both - both.amax(dim=-1, keepdim=True) + log_best[:, None, None]
-        return torch.where(pot.mask[..., None], log_mu.exp(), torch.zeros_like(log_mu))
+        mu = torch.where(log_mu < EXP_FLOOR, 0.0, log_mu.clamp(min=EXP_FLOOR).exp())
+        return torch.where(pot.mask[..., None], mu, torch.zeros_like(mu))
 
 
 def entropy(pot: ChainPotentials) -> Tensor:

@@ -16,10 +16,42 @@ from collections.abc import Iterator
 
 import torch
 
-__all__ = ["IMPOSSIBLE", "compute_dtype", "is_impossible", "no_autocast"]
+__all__ = [
+    "EXP_FLOOR",
+    "IMPOSSIBLE",
+    "compute_dtype",
+    "is_impossible",
+    "logsumexp",
+    "no_autocast",
+    "softmax",
+]
 
 IMPOSSIBLE: float = -1.0e4
 """Log-potential of an impossible event: finite in every floating dtype, ``exp`` of it is 0."""
+
+
+EXP_FLOOR: float = -87.0
+"""Arguments of ``exp`` are clamped here (``exp(-87)`` ≈ 1.6e-38 is still a normal float32).
+
+On x86 CPUs the vectorised ``exp`` falls into a slow path (10-30x slower) for arguments below about
+-87, where results underflow or are denormal, which every ``IMPOSSIBLE`` score and every sharply peaked
+distribution produces. A term ``exp(-87)`` times smaller than the largest changes a sum by less than the
+float64 epsilon, so clamping there is exact to machine precision in float32 and float64.
+"""
+
+
+def logsumexp(x: torch.Tensor, dim: int, keepdim: bool = False) -> torch.Tensor:
+    """``log(sum(exp(x), dim))``, shifted by the max, with ``exp``'s arguments floored at ``EXP_FLOOR``."""
+    m = x.amax(dim=dim, keepdim=True)
+    out = (x - m).clamp(min=EXP_FLOOR).exp().sum(dim=dim, keepdim=True).log() + m
+    return out if keepdim else out.squeeze(dim)
+
+
+def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """``softmax(x, dim)``; entries more than ``-EXP_FLOOR`` below the max are exactly 0."""
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    e = torch.where(shifted < EXP_FLOOR, 0.0, shifted.clamp(min=EXP_FLOOR).exp())
+    return e / e.sum(dim=dim, keepdim=True)
 
 
 def is_impossible(score: torch.Tensor) -> torch.Tensor:

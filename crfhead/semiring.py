@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import torch
 from torch import Tensor
+
+from crfhead.numerics import logsumexp
 
 __all__ = ["KMaxSemiring", "LogSemiring", "MaxSemiring", "Semiring"]
 
@@ -51,7 +52,7 @@ class LogSemiring(Semiring):
     """Sum-product in log space: ⊕ = log-sum-exp."""
 
     def reduce(self, x: Tensor, dim: int) -> tuple[Tensor, Tensor | None]:  # noqa: D102
-        return torch.logsumexp(x, dim=dim, keepdim=True), None
+        return logsumexp(x, dim=dim, keepdim=True), None
 
 
 class MaxSemiring(Semiring):

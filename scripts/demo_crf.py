@@ -1,15 +1,19 @@
-"""Layer demo: a BiLSTM-CRF of your own, trained on a seeded toy BIO corpus, scored by seqeval.
+"""Layer demo: the classic indicator-feature linear CRF on the synthetic finance corpus.
 
-This stands in for the main job until ``train.py`` (issue 4) and the finance corpus (issue 3) land. It
-shows the whole public API of the layer: constrained training and decoding, marginals, top-k, export.
+Trains on the first ``--train-docs`` documents of finance run ``--seed`` and tests on ``--test-docs``
+documents of run ``--test-seed`` (the seed's finance case study), with the seed's templates (word,
+3-letter prefix and suffix, two words each side, plus shape and bias), a constrained BIO CRF, and prints
+seqeval's strict span F1 table, token accuracy (overall and on words unseen in training), and the
+marginals and top-3 paths of one sentence.
 
-    python scripts/demo_crf.py [--epochs 6] [--seed 0]
+This stands in for the main job until ``train.py`` (Lightning, every encoder and head) lands.
+
+    python scripts/demo_crf.py [--train-docs 30] [--epochs 30]
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 import time
 
 import torch
@@ -18,149 +22,106 @@ from seqeval.scheme import IOB2
 from torch import nn
 
 from crfhead import CRF
-
-FIRST = [
-    "anna",
-    "marek",
-    "li",
-    "sofia",
-    "omar",
-    "ines",
-    "tomas",
-    "yuki",
-    "ravi",
-    "elena",
-    "jon",
-    "aurora",
-]
-LAST = [
-    "novak",
-    "chen",
-    "garcia",
-    "haddad",
-    "silva",
-    "kowalski",
-    "tanaka",
-    "patel",
-    "berg",
-    "power",
-]
-ORG_HEAD = ["kestrel", "solenne", "aurora", "vantage", "meridian", "halcyon", "borealis", "cobalt"]
-ORG_TAIL = ["power", "holdings", "systems", "capital", "group", "labs", "growth"]
-FILLER = (
-    "said the company reported growth in revenue during quarter as analysts expected strong "
-    "results and guided to higher margins while shares rose after call with investors on"
-).split()
-LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG"]
+from crfhead.data import (
+    FINANCE_LABELS,
+    Collator,
+    FeatureTemplates,
+    LabelVocab,
+    Sentence,
+    generate_corpus,
+)
 
 
-def make_corpus(n: int, rng: random.Random, seen: float) -> list[tuple[list[str], list[str]]]:
-    """Sentences of filler words with 1-3 person or organisation names.
+class IndicatorCRF(nn.Module):
+    """Emissions = the sum of one learned weight vector per active feature; a constrained CRF on top."""
 
-    Names are drawn from the first ``seen`` fraction of each pool (1.0 at test: unseen names occur);
-    "aurora", "power" and "growth" are ambiguous between types or with filler words.
-    """
-
-    def pick(pool: list[str]) -> str:
-        return rng.choice(pool[: max(1, round(len(pool) * seen))])
-
-    out = []
-    for _ in range(n):
-        words: list[str] = []
-        tags: list[str] = []
-        for _ in range(rng.randint(1, 3)):
-            for _ in range(rng.randint(0, 4)):
-                words.append(rng.choice(FILLER))
-                tags.append("O")
-            if rng.random() < 0.5:
-                name = [pick(FIRST), pick(LAST)][: rng.randint(1, 2)]
-                typ = "PER"
-            else:
-                name = [pick(ORG_HEAD), pick(ORG_TAIL)]
-                typ = "ORG"
-            words += name
-            tags += [f"B-{typ}"] + [f"I-{typ}"] * (len(name) - 1)
-        out.append((words, tags))
-    return out
-
-
-class BiLSTMCRF(nn.Module):
-    """Embeddings → BiLSTM → linear emissions → constrained CRF."""
-
-    def __init__(self, vocab_size: int) -> None:
+    def __init__(self, num_features: int, labels: list[str]) -> None:
         super().__init__()
-        self.embed = nn.Embedding(vocab_size, 32, padding_idx=0)
-        self.lstm = nn.LSTM(32, 32, batch_first=True, bidirectional=True)
-        self.proj = nn.Linear(64, len(LABELS))
-        self.crf = CRF(len(LABELS), labels=LABELS, scheme="BIO")
+        self.weights = nn.Embedding(num_features, len(labels), padding_idx=0)
+        nn.init.zeros_(self.weights.weight)
+        self.crf = CRF(len(labels), labels=labels, scheme="BIO")
 
-    def forward(self, words: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.lstm(self.embed(words))[0])  # emissions (B, T, K)
-
-
-def batchify(
-    data: list[tuple[list[str], list[str]]], vocab: dict[str, int]
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    T = max(len(w) for w, _ in data)
-    words = torch.zeros(len(data), T, dtype=torch.long)
-    tags = torch.full((len(data), T), -100, dtype=torch.long)
-    for i, (w, t) in enumerate(data):
-        words[i, : len(w)] = torch.tensor([vocab.get(x, 1) for x in w])
-        tags[i, : len(t)] = torch.tensor([LABELS.index(x) for x in t])
-    return words, tags, words != 0
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.weights(features).sum(dim=2)  # (B, T, F, K) -> emissions (B, T, K)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--test-seed", type=int, default=1)
+    parser.add_argument("--train-docs", type=int, default=30)
+    parser.add_argument("--test-docs", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=30)
     args = parser.parse_args()
     torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
-    train, test = make_corpus(600, rng, seen=0.6), make_corpus(300, rng, seen=1.0)
-    vocab = {"<pad>": 0, "<unk>": 1}
-    for w, _ in train:
-        for x in w:
-            vocab.setdefault(x, len(vocab))
-    model = BiLSTMCRF(len(vocab))
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+
+    train = generate_corpus(args.seed, args.train_docs)
+    test = generate_corpus(args.test_seed, args.test_docs)
+    labels = LabelVocab(FINANCE_LABELS, "BIO")
+    templates = FeatureTemplates()
+    collate = Collator(labels, features=(templates, templates.build_vocab(train)))
+    print(
+        f"train: {len(train)} sentences of run {args.seed}; test: {len(test)} of run {args.test_seed}"
+    )
+
+    model = IndicatorCRF(len(collate.features[1]) if collate.features else 1, labels.labels)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
     started = time.perf_counter()
+    batches = [collate(train[i : i + 32]) for i in range(0, len(train), 32)]
     for epoch in range(args.epochs):
-        rng.shuffle(train)
         total = 0.0
-        for i in range(0, len(train), 32):
-            words, tags, mask = batchify(train[i : i + 32], vocab)
-            loss = model.crf.nll(model(words), tags, mask, reduction="token_mean")
+        for batch in batches:
+            assert batch.features is not None and batch.tags is not None
+            emissions = model(batch.features)
+            loss = model.crf.nll(emissions, batch.tags, batch.mask, reduction="token_mean")
+            loss = loss + 1e-4 * model.weights.weight.pow(2).sum()  # a weak Gaussian prior
             opt.zero_grad()
             loss.backward()
             opt.step()
             total += loss.item()
-        print(f"epoch {epoch + 1}: loss/token {total / (len(train) / 32):.4f}")
+        if (epoch + 1) % 10 == 0:
+            print(f"epoch {epoch + 1}: loss/token {total / len(batches):.4f}")
     print(f"trained in {time.perf_counter() - started:.1f} s")
 
     model.eval()
-    words, tags, mask = batchify(test, vocab)
+    seen = {w for s in train for w in s.tokens}
+    pred: list[list[str]] = []
     with torch.inference_mode():
-        emissions = model(words)
-        pred = model.crf.decode_labels(emissions, mask)
-        gold = [t for _, t in test]
-        print(classification_report(gold, pred, mode="strict", scheme=IOB2, digits=3))
+        for i in range(0, len(test), 256):
+            batch = collate(test[i : i + 256])
+            assert batch.features is not None
+            pred += model.crf.decode_labels(model(batch.features), batch.mask)
+    gold = [s.tags or [] for s in test]
+    pairs = [
+        (p, g, w)
+        for ps, s in zip(pred, test, strict=True)
+        for p, g, w in zip(ps, s.tags or [], s.tokens, strict=True)
+    ]
+    accuracy = sum(p == g for p, g, _ in pairs) / len(pairs)
+    unseen = [(p, g) for p, g, w in pairs if w not in seen]
+    print(classification_report(gold, pred, mode="strict", scheme=IOB2, digits=3))
+    print(
+        f"token accuracy {accuracy:.4f}; on the {len(unseen) / len(pairs):.3f} of test tokens unseen in training: "
+        f"{sum(p == g for p, g in unseen) / max(len(unseen), 1):.4f}"
+    )
+    print(f"span F1 (seqeval, strict BIO): {f1_score(gold, pred, mode='strict', scheme=IOB2):.4f}")
+
+    example: Sentence = next(s for s in test if "the" in s.tokens and len(s) <= 14)
+    batch = collate([example])
+    assert batch.features is not None
+    with torch.inference_mode():
+        emissions = model(batch.features)
+        marginals = model.crf.marginals(emissions, batch.mask)[0]
+        scores, paths = model.crf.topk(emissions, 3, batch.mask)
+    print("\nsentence:", " ".join(example.tokens))
+    print("gold:    ", " ".join(example.tags or []))
+    for r in range(3):
         print(
-            f"span F1 (seqeval, strict BIO): {f1_score(gold, pred, mode='strict', scheme=IOB2):.4f}"
+            f"top-{r + 1} ({float(scores[0, r]):7.2f}):",
+            " ".join(labels.decode(paths[0, r].tolist())),
         )
-        # The rest of the layer on the first test sentence.
-        e, m = emissions[:1], mask[:1]
-        n = int(m.sum())
-        marg = model.crf.marginals(e, m)[0, :n]
-        scores, paths = model.crf.topk(e, 3, m)
-        print("sentence:", " ".join(test[0][0]))
-        print(
-            "marginal confidence of the Viterbi tags:",
-            [round(float(p), 3) for p in marg.max(-1).values],
-        )
-        for r in range(3):
-            tags_r = [LABELS[i] for i in paths[0, r, :n].tolist()]
-            print(f"top-{r + 1} score {float(scores[0, r]):8.3f}:", " ".join(tags_r))
+    conf = marginals.max(-1).values.tolist()
+    print("marginal of each top-1 tag:", " ".join(f"{c:.2f}" for c in conf))
 
 
 if __name__ == "__main__":

@@ -381,3 +381,15 @@ def test_float64_stays_float64() -> None:
     c = random_chain(seed=8, B=1, T=3, K=2)
     assert log_partition(pot_of(c)).dtype == torch.float64
     assert marginals(pot_of(c)).dtype == torch.float64
+
+
+def test_floored_exp_helpers_are_exact_to_machine_precision() -> None:
+    from crfhead.numerics import EXP_FLOOR, logsumexp, softmax
+
+    x = torch.tensor([[0.0, -50.0, -90.0, IMPOSSIBLE, -1e30]], dtype=torch.float64)
+    torch.testing.assert_close(logsumexp(x, 1), torch.logsumexp(x, 1), rtol=0, atol=1e-15)
+    torch.testing.assert_close(softmax(x, 1), torch.softmax(x, 1), rtol=0, atol=1e-15)
+    assert (softmax(x, 1)[0, 2:] == 0).all()  # far below the max: exactly zero
+    assert logsumexp(x, 1, keepdim=True).shape == (1, 1)
+    assert EXP_FLOOR > -88  # exp(EXP_FLOOR) stays a normal float32
+    assert torch.tensor(EXP_FLOOR).exp().item() >= torch.finfo(torch.float32).tiny

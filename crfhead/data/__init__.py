@@ -6,6 +6,17 @@ Heavy optional imports (``datasets``, ``transformers``) happen inside the functi
 
 from crfhead.data.batching import Batch, Collator, FeatureTemplates, Vocab, word_shape
 from crfhead.data.conll import CoNLLFormatError, read_conll, write_conll
+from crfhead.data.finance import ENTITY_TYPES as FINANCE_ENTITY_TYPES
+from crfhead.data.finance import LABELS as FINANCE_LABELS
+from crfhead.data.finance import (
+    FinanceDocument,
+    corpus_statistics,
+    generate_corpus,
+    generate_documents,
+    generate_finance_documents,
+    unseen_rate,
+    unseen_rates,
+)
 from crfhead.data.hf import from_dataset, to_dataset
 from crfhead.data.msm2013 import (
     MSM2013FormatError,
@@ -18,18 +29,25 @@ from crfhead.data.paths import data_dir, data_path
 from crfhead.data.sentence import LabelVocab, ReadReport, Sentence, repair_sentences
 
 __all__ = [
+    "FINANCE_ENTITY_TYPES",
+    "FINANCE_LABELS",
     "Batch",
     "CoNLLFormatError",
     "Collator",
     "FeatureTemplates",
+    "FinanceDocument",
     "LabelVocab",
     "MSM2013FormatError",
     "ReadReport",
     "Sentence",
     "Vocab",
+    "corpus_statistics",
     "data_dir",
     "data_path",
     "from_dataset",
+    "generate_corpus",
+    "generate_documents",
+    "generate_finance_documents",
     "kfold_msm2013",
     "read_conll",
     "read_msm2013",
@@ -37,6 +55,8 @@ __all__ = [
     "repair_sentences",
     "split_msm2013",
     "to_dataset",
+    "unseen_rate",
+    "unseen_rates",
     "word_shape",
     "write_conll",
 ]
