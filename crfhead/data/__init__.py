@@ -1,4 +1,4 @@
-"""Data: sentences and label vocabularies, corpus readers, the finance corpus, batching.
+"""Data: sentences and label vocabularies, corpus readers, the finance corpus, batching, subwords.
 
 Readers return ``(sentences, report)``: the report counts what was read, repaired and skipped.
 Heavy optional imports (``datasets``, ``transformers``) happen inside the functions that need them.
@@ -27,10 +27,13 @@ from crfhead.data.msm2013 import (
 )
 from crfhead.data.paths import data_dir, data_path
 from crfhead.data.sentence import LabelVocab, ReadReport, Sentence, repair_sentences
+from crfhead.data.subwords import DEFAULT_MAX_LENGTH, POOLINGS, SubwordAligner, SubwordBatch
 
 __all__ = [
+    "DEFAULT_MAX_LENGTH",
     "FINANCE_ENTITY_TYPES",
     "FINANCE_LABELS",
+    "POOLINGS",
     "Batch",
     "CoNLLFormatError",
     "Collator",
@@ -40,6 +43,8 @@ __all__ = [
     "MSM2013FormatError",
     "ReadReport",
     "Sentence",
+    "SubwordAligner",
+    "SubwordBatch",
     "Vocab",
     "corpus_statistics",
     "data_dir",
