@@ -93,8 +93,11 @@ class ChainPotentials:
         """``(B, T)`` int64: the previous unmasked position before ``t``, or -1 if none."""
         B, T = self.mask.shape
         pos = torch.arange(T, device=self.mask.device).expand(B, T)
-        last_seen = torch.where(self.mask, pos, torch.full_like(pos, -1)).cummax(dim=1).values
-        return torch.cat([last_seen.new_full((B, 1), -1), last_seen[:, :-1]], dim=1)
+        # Unmasked positions first, in order (a sort rather than cummax, which ONNX lacks).
+        order = torch.sort(torch.where(self.mask, pos, pos + T), dim=1).indices  # (B, T)
+        before = self.mask.long().cumsum(1) - self.mask.long()  # unmasked positions before t
+        prev = order.gather(1, (before - 1).clamp(min=0))
+        return torch.where(before > 0, prev, torch.full_like(prev, -1))
 
     @cached_property
     def nonempty(self) -> Tensor:

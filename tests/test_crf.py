@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -373,3 +374,46 @@ def test_error_emissions_not_three_dimensional() -> None:
 def test_error_potentials_on_different_devices() -> None:
     with pytest.raises(ValueError, match="transitions is on meta but emissions are on cpu"):
         make_potentials(torch.zeros(2, 3, 3), torch.zeros(3, 3, device="meta"))
+
+
+def test_onnx_export_of_decode_and_loss_runs_in_onnxruntime(tmp_path: Path) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    import warnings
+
+    class Decode(nn.Module):
+        def __init__(self, crf: CRF) -> None:
+            super().__init__()
+            self.crf = crf
+
+        def forward(self, e: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.crf.viterbi(e, m)
+
+    class Loss(Decode):
+        def forward(self, e: torch.Tensor, t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+            return self.crf.nll(e, t, m, reduction="none")
+
+    crf = CRF(4, labels=BIO, scheme="BIO").eval()
+    E = torch.randn(3, 6, 4)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 3:] = False
+    mask[2, 0] = False
+    tags = torch.zeros(3, 6, dtype=torch.long)
+    for name, module, args in (
+        ("decode", Decode(crf), (E, mask)),
+        ("loss", Loss(crf), (E, tags, mask)),
+    ):
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(module, args, dynamo=True, verbose=False)
+        path = tmp_path / f"{name}.onnx"
+        assert program is not None
+        program.save(str(path))
+        session = ort.InferenceSession(str(path))
+        feeds = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args, strict=True)}
+        got = session.run(None, feeds)
+        with torch.no_grad():
+            want = module(*args)
+        want = want if isinstance(want, tuple) else (want,)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(torch.from_numpy(g), w)
