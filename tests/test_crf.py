@@ -319,25 +319,35 @@ def test_crf_trains_inside_a_users_bilstm() -> None:
     assert torch.equal(pred[mask], tags[mask])
 
 
-def test_export_decode_and_loss_reload_and_compare() -> None:
-    class Decode(nn.Module):
-        def __init__(self, crf: CRF) -> None:
-            super().__init__()
-            self.crf = crf
+class Decode(nn.Module):
+    """Viterbi as a module, for export."""
 
-        def forward(self, e: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.crf.viterbi(e, m)
+    def __init__(self, crf: CRF) -> None:
+        super().__init__()
+        self.crf = crf
 
-    class Loss(Decode):
-        def forward(self, e: torch.Tensor, t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-            return self.crf.nll(e, t, m, reduction="none")
+    def forward(self, e: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.crf.viterbi(e, m)
 
-    crf = CRF(4, labels=BIO, scheme="BIO")
+
+class Loss(Decode):
+    """The per-sequence loss as a module, for export."""
+
+    def forward(self, e: torch.Tensor, t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return self.crf.nll(e, t, m, reduction="none")
+
+
+def _export_inputs() -> tuple[CRF, torch.Tensor, torch.Tensor, torch.Tensor]:
+    crf = CRF(4, labels=BIO, scheme="BIO").eval()
     E = torch.randn(3, 6, 4)
     mask = torch.ones(3, 6, dtype=torch.bool)
     mask[1, 3:] = False
     mask[2, 0] = False
-    tags = torch.zeros(3, 6, dtype=torch.long)
+    return crf, E, torch.zeros(3, 6, dtype=torch.long), mask
+
+
+def test_export_decode_and_loss_reload_and_compare() -> None:
+    crf, E, tags, mask = _export_inputs()
     batch = torch.export.Dim("batch")
     for module, args, dyn in (
         (Decode(crf), (E, mask), {"e": {0: batch}, "m": {0: batch}}),
@@ -381,24 +391,7 @@ def test_onnx_export_of_decode_and_loss_runs_in_onnxruntime(tmp_path: Path) -> N
     pytest.importorskip("onnxscript")
     import warnings
 
-    class Decode(nn.Module):
-        def __init__(self, crf: CRF) -> None:
-            super().__init__()
-            self.crf = crf
-
-        def forward(self, e: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.crf.viterbi(e, m)
-
-    class Loss(Decode):
-        def forward(self, e: torch.Tensor, t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-            return self.crf.nll(e, t, m, reduction="none")
-
-    crf = CRF(4, labels=BIO, scheme="BIO").eval()
-    E = torch.randn(3, 6, 4)
-    mask = torch.ones(3, 6, dtype=torch.bool)
-    mask[1, 3:] = False
-    mask[2, 0] = False
-    tags = torch.zeros(3, 6, dtype=torch.long)
+    crf, E, tags, mask = _export_inputs()
     for name, module, args in (
         ("decode", Decode(crf), (E, mask)),
         ("loss", Loss(crf), (E, tags, mask)),
