@@ -1,0 +1,365 @@
+"""A BiLSTM over word (and character) embeddings: the Lample et al. / Ma & Hovy tagger's encoder.
+
+Each word is its embedding, concatenated with a character-level representation when a character
+vocabulary is given: a CNN max-pooled over the word's characters (Ma & Hovy 2016) or the final states
+of a character BiLSTM (Lample et al. 2016). A BiLSTM runs over the words of each sentence, packed by
+length so padding never reaches the backward direction; dropout and a linear layer give tag scores.
+
+Padding never changes the scores of real tokens: characters and words are encoded only where they
+exist, the character CNN masks padded characters before pooling, and both LSTMs run on packed
+sequences.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from crfhead.data.batching import Batch, Vocab
+
+__all__ = ["CHAR_ENCODERS", "BiLSTMEncoder", "load_word_vectors"]
+
+CHAR_ENCODERS = ("cnn", "lstm")
+"""Character encoders: a max-pooled CNN or the final states of a BiLSTM."""
+
+
+def _check_ids(ids: Tensor, size: int, what: str, arg: str) -> None:
+    """Raise a ``ValueError`` if ``ids`` fall outside ``[0, size)``."""
+    if ids.numel() and not torch.compiler.is_compiling():
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= size:
+            raise ValueError(
+                f"{what} ids must lie in [0, {arg}={size}), got ids in [{low}, {high}]: was the "
+                "encoder built with the vocabulary of this Collator?"
+            )
+
+
+class _CharCNN(nn.Module):
+    """Character CNN, max-pooled over each word's characters.
+
+    Args:
+        num_chars: character vocabulary size (id 0 = padding).
+        dim: character embedding size.
+        out: number of filters (the output size).
+        kernel: odd filter width.
+        dropout: dropout on the character embeddings.
+    """
+
+    def __init__(self, num_chars: int, dim: int, out: int, kernel: int, dropout: float) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(num_chars, dim, padding_idx=0)
+        self.dropout = nn.Dropout(dropout)
+        self.conv = nn.Conv1d(dim, out, kernel, padding=kernel // 2)
+        bound = math.sqrt(3.0 / dim)
+        nn.init.uniform_(self.embed.weight, -bound, bound)
+        with torch.no_grad():
+            self.embed.weight[0].zero_()
+
+    def forward(self, chars: Tensor) -> Tensor:
+        """``(M, C)`` character ids (0 = padding) → ``(M, out)``; zeros for words without characters."""
+        valid = chars != 0  # (M, C)
+        x = self.conv(self.dropout(self.embed(chars)).transpose(1, 2))  # (M, out, C)
+        x = x.masked_fill(~valid[:, None, :], torch.finfo(x.dtype).min)
+        pooled = x.max(dim=2).values  # (M, out)
+        return torch.where(valid.any(dim=1, keepdim=True), pooled, torch.zeros_like(pooled))
+
+
+class _CharLSTM(nn.Module):
+    """Character BiLSTM: the final forward and backward states of each word.
+
+    Args:
+        num_chars: character vocabulary size (id 0 = padding).
+        dim: character embedding size.
+        out: output size, even: ``out // 2`` units per direction.
+        dropout: dropout on the character embeddings.
+    """
+
+    def __init__(self, num_chars: int, dim: int, out: int, dropout: float) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(num_chars, dim, padding_idx=0)
+        self.dropout = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(dim, out // 2, batch_first=True, bidirectional=True)
+        self.out = out
+        bound = math.sqrt(3.0 / dim)
+        nn.init.uniform_(self.embed.weight, -bound, bound)
+        with torch.no_grad():
+            self.embed.weight[0].zero_()
+
+    def forward(self, chars: Tensor) -> Tensor:
+        """``(M, C)`` character ids (0 = padding, after the characters) → ``(M, out)``; zeros for none."""
+        lengths = (chars != 0).sum(dim=1)  # (M,)
+        rows = torch.nonzero(lengths > 0).flatten()
+        x: Tensor = self.dropout(self.embed(chars.index_select(0, rows)))  # (M', C, dim)
+        if rows.numel() == 0:
+            return x.new_zeros(chars.shape[0], self.out)
+        packed = pack_padded_sequence(
+            x, lengths.index_select(0, rows).cpu(), batch_first=True, enforce_sorted=False
+        )
+        _, (h, _) = self.lstm(packed)  # h: (2, M', out // 2), in the input order
+        final = torch.cat([h[-2], h[-1]], dim=-1)  # (M', out)
+        out: Tensor = final.new_zeros(chars.shape[0], self.out).index_copy(0, rows, final)
+        return out
+
+
+class BiLSTMEncoder(nn.Module):
+    """Word (+ character) embeddings → BiLSTM → dropout → linear tag scores.
+
+    Args:
+        num_tags: ``K``, the number of tags.
+        vocab_size: size of the word vocabulary (``len(word_vocab)``, id 0 = padding).
+        char_vocab_size: size of the character vocabulary; ``None``: no character encoder.
+        word_dim: word embedding size.
+        char_dim: character embedding size.
+        char_encoder: ``"cnn"`` (max-pooled convolution) or ``"lstm"`` (final BiLSTM states);
+            ``None``: no character encoder even if ``char_vocab_size`` is given.
+        char_out: size of a word's character representation (CNN filters; for ``"lstm"``, even:
+            half per direction).
+        char_kernel: odd width of the character CNN's filters.
+        hidden_size: word BiLSTM units *per direction* (the BiLSTM output is ``2 * hidden_size``).
+        num_layers: word BiLSTM layers (dropout between them when more than one).
+        dropout: dropout on the word representations (and character embeddings) and on the BiLSTM
+            output.
+        pretrained: optional path to a ``(vocab_size, word_dim)`` float tensor saved with
+            ``torch.save`` (see :func:`load_word_vectors`), copied into the word embeddings (row 0 is
+            zeroed).
+        freeze_embeddings: keep the word embeddings fixed during training.
+
+    Attributes:
+        needs: ``{"words"}``, plus ``"chars"`` when a character encoder is used.
+
+    Raises:
+        ValueError: on non-positive sizes, an unknown ``char_encoder``, an even ``char_kernel``, an odd
+            ``char_out`` for ``"lstm"``, a dropout outside ``[0, 1)`` or a pretrained tensor of the
+            wrong shape.
+        FileNotFoundError: if ``pretrained`` does not exist.
+    """
+
+    needs: frozenset[str] = frozenset({"words"})
+
+    def __init__(
+        self,
+        num_tags: int,
+        vocab_size: int,
+        char_vocab_size: int | None = None,
+        word_dim: int = 100,
+        char_dim: int = 30,
+        char_encoder: Literal["cnn", "lstm"] | None = "cnn",
+        char_out: int = 50,
+        char_kernel: int = 3,
+        hidden_size: int = 200,
+        num_layers: int = 1,
+        dropout: float = 0.5,
+        pretrained: str | None = None,
+        freeze_embeddings: bool = False,
+    ) -> None:
+        super().__init__()
+        sizes = {
+            "num_tags": num_tags,
+            "word_dim": word_dim,
+            "char_dim": char_dim,
+            "char_out": char_out,
+            "char_kernel": char_kernel,
+            "hidden_size": hidden_size,
+            "num_layers": num_layers,
+        }
+        for name, value in sizes.items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        for name, size in (("vocab_size", vocab_size), ("char_vocab_size", char_vocab_size)):
+            if size is not None and (not isinstance(size, int) or size < 2):
+                raise ValueError(f"{name} must be an int >= 2 (id 0 is padding), got {size!r}")
+        if char_encoder is not None and char_encoder not in CHAR_ENCODERS:
+            raise ValueError(
+                f"char_encoder must be one of {CHAR_ENCODERS} or None, got {char_encoder!r}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
+        self.num_tags = num_tags
+        self.vocab_size = vocab_size
+        self.char_vocab_size = char_vocab_size
+        self.hidden_size = hidden_size
+
+        self.embed = nn.Embedding(vocab_size, word_dim, padding_idx=0)
+        bound = math.sqrt(3.0 / word_dim)
+        nn.init.uniform_(self.embed.weight, -bound, bound)
+        if pretrained is not None:
+            vectors = _load_tensor(pretrained)
+            if tuple(vectors.shape) != (vocab_size, word_dim):
+                raise ValueError(
+                    f"pretrained vectors {pretrained!r} have shape {tuple(vectors.shape)}, "
+                    f"expected (vocab_size, word_dim) = ({vocab_size}, {word_dim})"
+                )
+            with torch.no_grad():
+                self.embed.weight.copy_(vectors)
+        with torch.no_grad():
+            self.embed.weight[0].zero_()
+        self.embed.weight.requires_grad_(not freeze_embeddings)
+
+        self.chars: _CharCNN | _CharLSTM | None = None
+        if char_vocab_size is not None and char_encoder == "cnn":
+            if char_kernel % 2 == 0:
+                raise ValueError(f"char_kernel must be odd, got {char_kernel}")
+            self.chars = _CharCNN(char_vocab_size, char_dim, char_out, char_kernel, dropout)
+        elif char_vocab_size is not None and char_encoder == "lstm":
+            if char_out % 2:
+                raise ValueError(f"char_out must be even for the character BiLSTM, got {char_out}")
+            self.chars = _CharLSTM(char_vocab_size, char_dim, char_out, dropout)
+        self.needs = frozenset({"words", "chars"} if self.chars is not None else {"words"})
+
+        in_dim = word_dim + (char_out if self.chars is not None else 0)
+        self.dropout = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(
+            in_dim,
+            hidden_size,
+            num_layers=num_layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
+        self.out = nn.Linear(2 * hidden_size, num_tags)
+
+    def extra_repr(self) -> str:  # noqa: D102
+        return f"num_tags={self.num_tags}, needs={sorted(self.needs)}"
+
+    def parameter_groups(self) -> list[dict[str, Any]]:
+        """Optimizer parameter groups: one, ``{"name": "head", "params": [...]}`` (trainable only)."""
+        return [{"name": "head", "params": [p for p in self.parameters() if p.requires_grad]}]
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Emissions of a batch.
+
+        Args:
+            batch: a :class:`~crfhead.data.Batch` with ``mask`` ``(B, T)`` (real tokens first in each
+                row, as the :class:`~crfhead.data.Collator` makes it), ``words`` ``(B, T)`` and, with a
+                character encoder, ``chars`` ``(B, T, C)``.
+
+        Returns:
+            ``(B, T, K)`` float emissions on the module's device; 0 at padded positions.
+
+        Raises:
+            ValueError: if a field in :attr:`needs` is missing, ids are out of range, or the mask has
+                holes (a padded position before a real token).
+        """
+        device = self.out.weight.device
+        if batch.words is None:
+            raise ValueError("BiLSTMEncoder needs word ids: build the Collator with words=Vocab")
+        mask = batch.mask.to(device)
+        words = batch.words.to(device)
+        B, T = mask.shape
+        if tuple(words.shape) != (B, T):
+            raise ValueError(
+                f"words must be (B, T) = ({B}, {T}) like the mask, got {tuple(words.shape)}"
+            )
+        _check_ids(words, self.vocab_size, "word", "vocab_size")
+        lengths = mask.sum(dim=1)  # (B,)
+        if not torch.compiler.is_compiling():
+            prefix = torch.arange(T, device=device)[None, :] < lengths[:, None]
+            if not bool(torch.equal(prefix, mask)):
+                raise ValueError(
+                    "mask must be True at the first tokens of each row only (no holes)"
+                )
+
+        x = self.embed(words)  # (B, T, word_dim)
+        if self.chars is not None:
+            if batch.chars is None:
+                raise ValueError(
+                    "this BiLSTMEncoder has a character encoder and needs character ids: build "
+                    "the Collator with chars=Vocab"
+                )
+            chars = batch.chars.to(device)
+            if chars.dim() != 3 or tuple(chars.shape[:2]) != (B, T):
+                raise ValueError(
+                    f"chars must be (B, T, C) = ({B}, {T}, C), got {tuple(chars.shape)}"
+                )
+            assert self.char_vocab_size is not None
+            _check_ids(chars, self.char_vocab_size, "character", "char_vocab_size")
+            real = mask.reshape(-1).nonzero().flatten()  # the M real tokens
+            flat = chars.reshape(B * T, chars.shape[2]).index_select(0, real)  # (M, C)
+            per_word = self.chars(flat)  # (M, char_out)
+            char_x = per_word.new_zeros(B * T, per_word.shape[-1]).index_copy(0, real, per_word)
+            x = torch.cat([x, char_x.reshape(B, T, per_word.shape[-1]).to(x.dtype)], dim=-1)
+        x = self.dropout(x)
+
+        rows = torch.nonzero(lengths > 0).flatten()
+        if rows.numel() == 0:
+            hidden = x.new_zeros(B, T, 2 * self.hidden_size)
+        else:
+            packed = pack_padded_sequence(
+                x.index_select(0, rows),
+                lengths.index_select(0, rows).cpu(),
+                batch_first=True,
+                enforce_sorted=False,
+            )
+            out, _ = self.lstm(packed)
+            out, _ = pad_packed_sequence(out, batch_first=True, total_length=T)  # (B', T, 2H)
+            hidden = out.new_zeros(B, T, out.shape[-1]).index_copy(0, rows, out)
+        emissions: Tensor = self.out(self.dropout(hidden))
+        return emissions.masked_fill(~mask[..., None], 0.0)
+
+
+def _load_tensor(path: str) -> Tensor:
+    """A tensor saved with ``torch.save`` at ``path`` (float)."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(f"pretrained word vectors {str(file)!r} not found")
+    value = torch.load(file, map_location="cpu", weights_only=True)
+    if not isinstance(value, Tensor) or value.dim() != 2 or not value.is_floating_point():
+        raise ValueError(f"{str(file)!r} must hold a 2-D float tensor (vocab_size, word_dim)")
+    return value.float()
+
+
+def load_word_vectors(path: str | Path, vocab: Vocab) -> tuple[Tensor, int]:
+    """Word vectors in text format (GloVe, or word2vec with its header line) aligned to ``vocab``.
+
+    Save the result with ``torch.save(vectors, file)`` and pass ``pretrained=file`` to
+    :class:`BiLSTMEncoder`. Words missing from the file keep a random row
+    (``U(-sqrt(3/D), sqrt(3/D))``); row 0 (padding) is zero. With ``vocab.lower`` the file's words are
+    lowercased and the first occurrence wins.
+
+    Args:
+        path: the text file: one word and ``D`` numbers per line.
+        vocab: the word vocabulary of the :class:`~crfhead.data.Collator`.
+
+    Returns:
+        ``(vectors, found)``: ``(len(vocab), D)`` float32 and how many vocabulary words were found.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: if the file holds no vectors or lines of different sizes.
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise FileNotFoundError(f"word vectors {str(file)!r} not found")
+    rows: dict[int, list[float]] = {}
+    dim: int | None = None
+    with file.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            parts = line.rstrip().split(" ")
+            if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
+                continue  # word2vec header: "<count> <dim>"
+            if len(parts) < 2:
+                continue
+            if dim is None:
+                dim = len(parts) - 1
+            elif len(parts) - 1 != dim:
+                raise ValueError(
+                    f"{str(file)!r} line {number} has {len(parts) - 1} numbers, expected {dim}"
+                )
+            word = parts[0].lower() if vocab.lower else parts[0]
+            index = vocab.stoi.get(word)
+            if index is not None and index >= 2 and index not in rows:
+                rows[index] = [float(v) for v in parts[1:]]
+    if dim is None:
+        raise ValueError(f"{str(file)!r} holds no word vectors")
+    bound = math.sqrt(3.0 / dim)
+    vectors = torch.empty(len(vocab), dim).uniform_(-bound, bound)
+    vectors[0] = 0.0
+    if rows:
+        found = torch.tensor(sorted(rows), dtype=torch.long)
+        vectors[found] = torch.tensor([rows[i] for i in sorted(rows)], dtype=torch.float32)
+    return vectors, len(rows)
