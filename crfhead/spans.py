@@ -1,0 +1,269 @@
+"""Exact span confidences: the posterior probability that an entity span is one of the path's entities.
+
+For a span ``(type X, start s, end e)`` over the unmasked positions of a sentence, the confidence is the
+marginal ``P(span) = sum_z p(z | x) [span in tags_to_spans(z)]`` under the CRF's distribution, not a
+softmax of scores. It is a ratio of partition functions of clamped chains:
+
+    P(span) = sum_c Z_c(x) / Z(x) = sum_c exp(log Z_c - log Z)
+
+where each clamped chain ``c`` keeps, at the span's positions and at the unmasked positions just before
+and after it, only the tags of one case below (the cases are disjoint and their union is exactly the set
+of paths whose lenient reading, :func:`crfhead.constraints.tags_to_spans`, contains the span).
+
+**The clamping rules.** :func:`~crfhead.constraints.tags_to_spans` reads every scheme with the same roles
+(``B`` begin, ``I`` inside, ``E`` end, ``S`` single; BIOUL's ``L``/``U`` are ``E``/``S``), leniently,
+so the conditions hold for invalid paths of an unconstrained CRF too. After a tag the open entity is
+``X`` exactly when the tag is ``B-X`` or ``I-X``; a tag continues an open ``X`` entity exactly when it
+is ``I-X`` or ``E-X``. Hence ``(X, s, e)`` is an entity of ``z`` if and only if
+
+* inside: ``z_s`` has type ``X`` and, when ``s < e``, role ``B`` or ``I``; ``z_t = I-X`` for
+  ``s < t < e``; ``z_e`` is ``I-X`` or ``E-X`` when ``s < e``;
+* it opens at ``s``: ``z_s`` is ``B-X`` / ``S-X`` (whatever precedes), *or* ``z_s`` is ``I-X`` /
+  ``E-X`` and the previous unmasked tag is not ``B-X`` / ``I-X`` (or there is none);
+* it closes at ``e``: ``z_e`` is ``E-X`` / ``S-X`` (whatever follows), *or* ``z_e`` is ``B-X`` /
+  ``I-X`` and the next unmasked tag is not ``I-X`` / ``E-X`` (or there is none).
+
+The two "or"s are pairwise conditions; splitting each into its two role cases makes every case a
+product of per-position tag sets (an emission clamp): up to 4 chains per span, fewer when the label list
+lacks a role (IO: 1 chain, ``z_s..z_e = I-X`` with neither neighbour ``I-X``; BIO and IOB1: 2 chains,
+``B-X`` at ``s`` or ``I-X`` at ``s`` after a non-``B-X``/``I-X`` tag, ``I-X`` inside, next tag not
+``I-X``; BIOES/BIOUL: 4 chains, ``B..I..E`` and ``S`` being the ones a constrained CRF keeps).
+
+Span positions are *word indices*: indices into the unmasked positions of a row (``0 .. n-1`` for a row
+with ``n`` unmasked positions), as :func:`~crfhead.constraints.tags_to_spans` reports them on the
+unmasked tags; masks may have holes, and the neighbours above are the previous/next *unmasked* positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from crfhead import chain, decoding
+from crfhead.constraints import Span, canonical_scheme, split_label, tags_to_spans
+from crfhead.crf import CRF
+from crfhead.numerics import IMPOSSIBLE
+from crfhead.potentials import ChainPotentials
+
+__all__ = ["decode_with_confidence", "span_probabilities"]
+
+# The cases of the module docstring, as role sets.
+_OPENS_ALONE = frozenset("BS")  # a begin/single tag opens an entity whatever precedes it
+_OPENS_AFTER = frozenset("IE")  # an inside/end tag opens one only if no same-type entity is open
+_CLOSES_ALONE = frozenset("ES")  # an end/single tag closes its entity whatever follows
+_CLOSES_BEFORE = frozenset("BI")  # a begin/inside tag closes only if the next tag does not continue
+_KEEPS_OPEN = frozenset("BI")  # after B-X / I-X an X entity is open
+_CONTINUES = frozenset("IE")  # I-X / E-X continue an open X entity (no new entity opens)
+_NOT_CLOSING = frozenset("BI")  # roles allowed at the first of several span positions
+_NOT_OPENING = frozenset("IE")  # roles allowed at the last of several span positions
+_INSIDE = frozenset("I")  # roles allowed strictly inside the span
+
+_Clamp = tuple[int, int]  # (time index, id of a tag-set vector)
+
+
+class _TagSets:
+    """Interned ``(K,)`` bool tag-set vectors: the tags of one type with (or without) given roles."""
+
+    def __init__(self, parsed: Sequence[tuple[str, str | None]]) -> None:
+        self.parsed = parsed
+        self.vectors: list[list[bool]] = []
+        self.nonempty: list[bool] = []
+        self._ids: dict[tuple[str, frozenset[str], bool], int] = {}
+
+    def get(self, typ: str, roles: frozenset[str], complement: bool = False) -> int:
+        """Id of the vector of tags ``<role>-typ`` with ``role`` in ``roles`` (or of all other tags)."""
+        key = (typ, roles, complement)
+        if key not in self._ids:
+            vec = [(t == typ and r in roles) != complement for r, t in self.parsed]
+            self._ids[key] = len(self.vectors)
+            self.vectors.append(vec)
+            self.nonempty.append(any(vec))
+        return self._ids[key]
+
+
+def _span_cases(span: Span, times: Sequence[int], sets: _TagSets) -> list[list[_Clamp]]:
+    """The disjoint clamped chains of one span: for each, its ``(time, tag set)`` clamps.
+
+    Cases whose clamp keeps no tag at some position (a role the label list lacks) hold no path and
+    are dropped.
+    """
+    X, s, e, n = span.label, span.start, span.end, len(times)
+    cases: list[list[_Clamp]] = []
+    for open_roles, bound_prev in ((_OPENS_ALONE, False), (_OPENS_AFTER, True)):
+        for close_roles, bound_next in ((_CLOSES_ALONE, False), (_CLOSES_BEFORE, True)):
+            if s == e:
+                clamps = [(times[s], sets.get(X, open_roles & close_roles))]
+            else:
+                clamps = [(times[s], sets.get(X, open_roles & _NOT_CLOSING))]
+                clamps += [(times[t], sets.get(X, _INSIDE)) for t in range(s + 1, e)]
+                clamps.append((times[e], sets.get(X, close_roles & _NOT_OPENING)))
+            if bound_prev and s > 0:
+                clamps.append((times[s - 1], sets.get(X, _KEEPS_OPEN, complement=True)))
+            if bound_next and e < n - 1:
+                clamps.append((times[e + 1], sets.get(X, _CONTINUES, complement=True)))
+            if all(sets.nonempty[v] for _, v in clamps):
+                cases.append(clamps)
+    return cases
+
+
+def _parse_labels(crf: CRF, labels: Sequence[str], scheme: str) -> list[tuple[str, str | None]]:
+    if len(labels) != crf.num_tags:
+        raise ValueError(f"got {len(labels)} labels for a CRF with num_tags={crf.num_tags}")
+    if crf.labels is not None and list(labels) != crf.labels:
+        raise ValueError(f"labels {list(labels)} differ from the CRF's labels {crf.labels}")
+    scheme = canonical_scheme(scheme)
+    return [split_label(label, scheme) for label in labels]
+
+
+def _probabilities(
+    pot: ChainPotentials,
+    spans: Sequence[Sequence[Span]],
+    parsed: Sequence[tuple[str, str | None]],
+) -> list[list[float]]:
+    """Span probabilities for validated potentials (see :func:`span_probabilities`)."""
+    B, T, K = pot.shape
+    if len(spans) != B:
+        raise ValueError(f"got span lists for {len(spans)} sequences, but the batch has {B}")
+    types = {typ for _, typ in parsed if typ is not None}
+    rows_on = pot.mask.tolist()
+    sets = _TagSets(parsed)
+    row_batch: list[int] = []  # (R,) sentence of each clamped chain
+    row_span: list[int] = []  # (R,) flat index of its span
+    clamp_row: list[int] = []
+    clamp_time: list[int] = []
+    clamp_set: list[int] = []
+    counts: list[int] = []
+    for b, row_spans in enumerate(spans):
+        times = [t for t, on in enumerate(rows_on[b]) if on]
+        n = len(times)
+        for span in row_spans:
+            if span.label not in types:
+                raise ValueError(
+                    f"span {span!r} of sequence {b} has type {span.label!r}, which is not an entity "
+                    f"type of the labels (types: {sorted(types)})"
+                )
+            if not 0 <= span.start <= span.end < n:
+                raise ValueError(
+                    f"span {span!r} of sequence {b} is out of range: positions are word indices "
+                    f"0..{n - 1} into the {n} unmasked positions, with start <= end"
+                )
+            for clamps in _span_cases(span, times, sets):
+                for t, v in clamps:
+                    clamp_row.append(len(row_batch))
+                    clamp_time.append(t)
+                    clamp_set.append(v)
+                row_batch.append(b)
+                row_span.append(len(counts))
+            counts.append(0)
+    num_spans = len(counts)
+    if num_spans == 0:
+        return [[] for _ in spans]
+    device = pot.emissions.device
+    totals = pot.emissions.new_zeros(num_spans)
+    if row_batch:
+        R = len(row_batch)
+        idx = torch.tensor(row_batch, device=device)
+        keep = torch.ones(R, T, K, dtype=torch.bool, device=device)
+        table = torch.tensor(sets.vectors, dtype=torch.bool, device=device).reshape(-1, K)
+        keep[torch.tensor(clamp_row, device=device), torch.tensor(clamp_time, device=device)] = (
+            table[torch.tensor(clamp_set, device=device)]
+        )
+        clamped = torch.where(keep, pot.emissions[idx], pot.emissions.new_tensor(IMPOSSIBLE))
+        transitions = pot.transitions
+        if pot.per_position:
+            transitions = torch.cat([transitions, transitions[idx]])
+        # One chain per sentence (its log Z) and one per case of every span, in one call.
+        stacked = ChainPotentials(
+            emissions=torch.cat([pot.emissions, clamped]),
+            transitions=transitions,
+            start=pot.start,
+            end=pot.end,
+            mask=torch.cat([pot.mask, pot.mask[idx]]),
+        )
+        log_z = chain.log_partition(stacked)  # (B + R,)
+        ratios = (log_z[B:] - log_z[:B][idx]).exp()  # (R,) Z_c / Z
+        totals = totals.index_add(0, torch.tensor(row_span, device=device), ratios)
+    flat = totals.clamp(0.0, 1.0).tolist()
+    out: list[list[float]] = []
+    offset = 0
+    for row_spans in spans:
+        out.append(flat[offset : offset + len(row_spans)])
+        offset += len(row_spans)
+    return out
+
+
+def span_probabilities(
+    crf: CRF,
+    emissions: Tensor,
+    mask: Tensor | None,
+    spans: Sequence[Sequence[Span]],
+    labels: Sequence[str],
+    scheme: str,
+) -> list[list[float]]:
+    """The exact probability of each span under ``p(z | x)`` (see the module docstring).
+
+    The probability of a span is the total probability of the tag paths whose entities, read with
+    :func:`crfhead.constraints.tags_to_spans` on the unmasked tags, include it (type, start and end
+    all equal). All spans of the batch are computed in one clamped log-partition call (up to four
+    chains per span). No autograd graph is built; works under ``torch.inference_mode()``.
+
+    Args:
+        crf: the CRF layer (its scheme constraints, if any, are part of ``p(z | x)``).
+        emissions: ``(B, T, K)`` floating point (computed in float32, or float64 when given float64).
+        mask: ``(B, T)`` bool, may have holes; ``None`` for all positions.
+        spans: ``B`` lists of spans; ``Span(label, start, end)`` with ``start``/``end`` inclusive *word
+            indices*, i.e. indices into the unmasked positions of that row (``0 .. n-1``), not into
+            ``T``.
+        labels: the ``K`` tag names (equal to ``crf.labels`` when the CRF has them).
+        scheme: the tagging scheme the labels are read in (``"BIO"``, ``"IOB1"``, ``"BIOES"``, ...).
+
+    Returns:
+        ``B`` lists of probabilities in ``[0, 1]``, aligned with ``spans``.
+
+    Raises:
+        ValueError: naming the span, for a span out of range (``start > end``, ``start < 0`` or
+            ``end >= n``) or of a type not in the labels; also for a wrong number of labels or of span
+            lists, labels unknown to ``scheme`` and bad emissions/mask.
+    """
+    parsed = _parse_labels(crf, labels, scheme)
+    with torch.no_grad():
+        return _probabilities(crf.potentials(emissions, mask), spans, parsed)
+
+
+def decode_with_confidence(
+    crf: CRF,
+    emissions: Tensor,
+    mask: Tensor | None,
+    labels: Sequence[str],
+    scheme: str,
+) -> list[list[tuple[Span, float]]]:
+    """Viterbi-decode, read the entities of each best path, and give each its exact probability.
+
+    Args:
+        crf: the CRF layer.
+        emissions: ``(B, T, K)`` floating point.
+        mask: ``(B, T)`` bool, may have holes; ``None`` for all positions.
+        labels: the ``K`` tag names (equal to ``crf.labels`` when the CRF has them).
+        scheme: the tagging scheme of the labels.
+
+    Returns:
+        ``B`` lists of ``(span, probability)``: the entities of the Viterbi path read with
+        :func:`crfhead.constraints.tags_to_spans` on the unmasked tags (word indices), each with its
+        marginal probability under ``p(z | x)`` (:func:`span_probabilities`).
+
+    Raises:
+        ValueError: for a wrong number of labels, labels unknown to ``scheme``, bad emissions/mask.
+    """
+    parsed = _parse_labels(crf, labels, scheme)
+    scheme = canonical_scheme(scheme)
+    with torch.no_grad():
+        pot = crf.potentials(emissions, mask)
+        paths = decoding.viterbi(pot)[1].tolist()  # (B, T), -1 where masked
+        spans = [tags_to_spans([labels[k] for k in row if k >= 0], scheme) for row in paths]
+        probs = _probabilities(pot, spans, parsed)
+    return [
+        list(zip(row_spans, row_probs, strict=True))
+        for row_spans, row_probs in zip(spans, probs, strict=True)
+    ]
