@@ -1,0 +1,144 @@
+"""The Lightning data module: a corpus (chosen by config), its vocabularies, and the data loaders.
+
+The vocabularies are built from the training split when the module is created and exposed as
+:attr:`TaggingDataModule.vocabs`, a JSON-able dict that ``train.py`` links into the model's
+hyper-parameters, so a checkpoint decodes strings without the data module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Sampler
+
+from crfhead.constraints import canonical_scheme, convert_tags, entity_types
+from crfhead.data.batching import Batch, Collator, FeatureTemplates, Vocab
+from crfhead.data.corpora import Corpus, FinanceCorpus
+from crfhead.data.sentence import LabelVocab, Sentence
+
+__all__ = ["EpochSeededSampler", "TaggingDataModule", "collator_for"]
+
+
+class EpochSeededSampler(Sampler[int]):
+    """A shuffling sampler whose order depends only on ``(seed, epoch)``: resuming is exact."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Called by Lightning at the start of every epoch."""
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def collator_for(vocabs: dict[str, Any], needs: frozenset[str] | set[str]) -> Collator:
+    """The collator that builds what an encoder ``needs`` from serialised ``vocabs``."""
+    features = None
+    if "features" in needs:
+        features = (
+            FeatureTemplates(vocabs["templates"]),
+            Vocab.from_dict(vocabs["features"]),
+        )
+    return Collator(
+        labels=LabelVocab.from_dict(vocabs["labels"]),
+        words=Vocab.from_dict(vocabs["words"]) if "words" in needs else None,
+        chars=Vocab.from_dict(vocabs["chars"]) if "chars" in needs else None,
+        features=features,
+    )
+
+
+class TaggingDataModule(pl.LightningDataModule):
+    """Loads a corpus, converts its tags to ``scheme``, builds vocabularies and serves batches.
+
+    Args:
+        corpus: the corpus (``class_path`` in the config).
+        scheme: the tagging scheme the model is trained in (``"BIO"``, ``"BIOES"``, ...).
+        batch_size: training batch size (sentences).
+        eval_batch_size: validation / test batch size.
+        min_word_count: words seen fewer times in training map to ``<unk>``.
+        lowercase: lowercase words for the word vocabulary.
+        templates: indicator feature templates (see :class:`~crfhead.data.batching.FeatureTemplates`).
+        min_feature_count: features seen fewer times in training are dropped.
+        seed: the shuffling seed.
+        num_workers: data loader workers.
+    """
+
+    def __init__(
+        self,
+        corpus: Corpus | None = None,
+        scheme: str = "BIO",
+        batch_size: int = 32,
+        eval_batch_size: int = 128,
+        min_word_count: int = 1,
+        lowercase: bool = False,
+        templates: Sequence[str] = ("bias", "word", "prefix3", "suffix3", "shape", "window2"),
+        min_feature_count: int = 1,
+        seed: int = 0,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.corpus = corpus if corpus is not None else FinanceCorpus()
+        self.scheme = canonical_scheme(scheme)
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.seed, self.num_workers = seed, num_workers
+        self.splits = self.corpus.load()
+        source = canonical_scheme(self.corpus.scheme)
+        if source != self.scheme:
+            for sentences in self.splits.values():
+                for s in sentences:
+                    if s.tags is not None:
+                        s.tags = convert_tags(s.tags, source, self.scheme)
+        train = self.splits["train"]
+        types = sorted(
+            {
+                t
+                for split in self.splits.values()
+                for s in split
+                for t in entity_types(s.tags or [], self.scheme)
+            }
+        )
+        feature_templates = FeatureTemplates(list(templates))
+        self.vocabs: dict[str, Any] = {
+            "labels": LabelVocab.from_types(types, self.scheme).to_dict(),
+            "words": Vocab.build(
+                (w for s in train for w in s.tokens), min_count=min_word_count, lower=lowercase
+            ).to_dict(),
+            "chars": Vocab.build(c for s in train for w in s.tokens for c in w).to_dict(),
+            "templates": list(feature_templates.templates),
+            "features": feature_templates.build_vocab(train, min_count=min_feature_count).to_dict(),
+            "seen_words": sorted({w for s in train for w in s.tokens}),
+        }
+        self.needs: frozenset[str] = frozenset({"words", "chars", "features"})
+
+    def set_needs(self, needs: frozenset[str]) -> None:
+        """Build only what the model's encoder reads (called by the model at setup)."""
+        self.needs = needs
+
+    def _loader(self, sentences: list[Sentence], train: bool) -> DataLoader[Batch]:
+        collate = collator_for(self.vocabs, self.needs)
+        sampler = EpochSeededSampler(len(sentences), self.seed) if train else None
+        return DataLoader(
+            sentences,  # type: ignore[arg-type]
+            batch_size=self.batch_size if train else self.eval_batch_size,
+            sampler=sampler,
+            collate_fn=collate,
+            num_workers=self.num_workers,
+        )
+
+    def train_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
+        return self._loader(self.splits["train"], train=True)
+
+    def val_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
+        return self._loader(self.splits["dev"], train=False)
+
+    def test_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
+        return self._loader(self.splits["test"], train=False)

@@ -1,0 +1,172 @@
+"""The LightningModule around :class:`~crfhead.model.Tagger`: steps, metrics, optimisers. Orchestration only.
+
+Hyper-parameters (the encoder spec and the vocabularies linked from the data module) are saved in
+every checkpoint, so ``TaggerModule.load_from_checkpoint(path)`` rebuilds a model that decodes strings
+without the data module. The global torch RNG state is saved and restored too, so a run resumed
+from an epoch-end checkpoint continues exactly (with :class:`~crfhead.datamodule.EpochSeededSampler`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+
+from crfhead.data.batching import Batch
+from crfhead.data.sentence import LabelVocab
+from crfhead.metrics import TaggingMetrics, format_report, write_report_json
+from crfhead.model import Tagger, build_encoder
+
+__all__ = ["TaggerModule"]
+
+
+class TaggerModule(pl.LightningModule):
+    """Train, validate and test a tagger.
+
+    Args:
+        encoder: ``{"class_path": ..., "init_args": {...}}`` of an encoder in :mod:`crfhead.encoders`
+            (or any module with the same contract); sizes are filled in from ``vocabs``.
+        vocabs: the data module's vocabularies (linked automatically by ``train.py``).
+        constrained: constrain the CRF to the tagging scheme (training and decoding alike).
+        lr: learning rate of the encoder (non-transformer part) and the CRF.
+        backbone_lr: learning rate of a transformer backbone.
+        weight_decay: AdamW weight decay (not applied to the CRF transitions).
+        warmup_ratio: fraction of the training steps with linear warm-up, then linear decay
+            (0: constant learning rate).
+        report_dir: where the test report (text and JSON) is written (default: the logger's folder).
+    """
+
+    def __init__(
+        self,
+        encoder: dict[str, Any] | None = None,
+        vocabs: dict[str, Any] | None = None,
+        constrained: bool = True,
+        lr: float = 0.05,
+        backbone_lr: float = 5e-5,
+        weight_decay: float = 0.0,
+        warmup_ratio: float = 0.0,
+        report_dir: str | None = None,
+    ) -> None:
+        super().__init__()
+        if vocabs is None:
+            raise ValueError("vocabs missing: train.py links them from the data module")
+        encoder = encoder or {"class_path": "crfhead.encoders.IndicatorEncoder"}
+        self.save_hyperparameters()
+        labels = LabelVocab.from_dict(vocabs["labels"])
+        self.tagger = Tagger(build_encoder(encoder, vocabs), labels, constrained=constrained)
+        self.seen_words = set(vocabs.get("seen_words", ()))
+        self.metrics = {
+            stage: TaggingMetrics(labels.scheme, self.seen_words) for stage in ("val", "test")
+        }
+        self.report_dir = report_dir
+        self.test_report: dict[str, float] = {}
+
+    # ----------------------------------------------------------------------------- steps
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:  # noqa: D102
+        loss = self.tagger.loss(batch, reduction="mean")
+        if not torch.isfinite(loss):
+            ids = [s.id for s in batch.sentences[:5]]
+            raise FloatingPointError(
+                f"non-finite loss {loss.item()} at global step {self.global_step}, epoch "
+                f"{self.current_epoch}, batch {batch_idx} (first sentence ids {ids}); "
+                "lower the learning rate or check the inputs"
+            )
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.sentences))
+        return loss
+
+    def _eval_step(self, batch: Batch, stage: str) -> None:
+        pred, nll = self.tagger.decode_with_loss(batch)
+        gold = [s.tags or [] for s in batch.sentences]
+        tokens = [s.tokens for s in batch.sentences]
+        self.metrics[stage].update(
+            gold, pred, tokens, log_loss=nll, num_tokens=int(batch.mask.sum())
+        )
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:  # noqa: D102
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:  # noqa: D102
+        self._eval_step(batch, "test")
+
+    def _eval_end(self, stage: str) -> dict[str, float]:
+        metrics = self.metrics[stage].gather().compute()
+        self.metrics[stage].reset()
+        keep = {k: v for k, v in metrics.items() if isinstance(v, float) and math.isfinite(v)}
+        self.log_dict({f"{stage}/{k}": v for k, v in keep.items()}, sync_dist=False)
+        return metrics
+
+    def on_validation_epoch_end(self) -> None:  # noqa: D102
+        self._eval_end("val")
+
+    def on_test_epoch_end(self) -> None:  # noqa: D102
+        self.test_report = self._eval_end("test")
+        if self.trainer.is_global_zero:
+            labels = LabelVocab.from_dict(self.hparams["vocabs"]["labels"])
+            types = sorted({lab.split("-", 1)[1] for lab in labels.labels if "-" in lab})
+            print(format_report(self.test_report, types))
+            folder = self.report_dir or (self.trainer.log_dir or ".")
+            write_report_json(self.test_report, f"{folder}/test_report.json")
+
+    # ----------------------------------------------------------------------------- optimisation
+    def configure_optimizers(self) -> Any:  # noqa: D102
+        hp = self.hparams
+        groups: list[dict[str, Any]] = []
+        encoder = self.tagger.encoder
+        parameter_groups: Callable[[], list[dict[str, Any]]] | None = getattr(
+            encoder, "parameter_groups", None
+        )
+        if parameter_groups is not None:
+            for group in parameter_groups():
+                lr = hp["backbone_lr"] if group.get("name") == "backbone" else hp["lr"]
+                groups.append({**group, "lr": lr, "weight_decay": hp["weight_decay"]})
+        else:
+            groups.append(
+                {
+                    "params": list(encoder.parameters()),
+                    "lr": hp["lr"],
+                    "weight_decay": hp["weight_decay"],
+                }
+            )
+        groups.append(
+            {
+                "name": "crf",
+                "params": list(self.tagger.crf.parameters()),
+                "lr": hp["lr"],
+                "weight_decay": 0.0,
+            }
+        )
+        optimizer = torch.optim.AdamW(groups)
+        if hp["warmup_ratio"] <= 0:
+            return optimizer
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warmup = max(int(total * hp["warmup_ratio"]), 1)
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return max(0.0, (total - step) / max(total - warmup, 1))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
+
+    # ----------------------------------------------------------------------------- checkpoints
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:  # noqa: D102
+        checkpoint["torch_rng_state"] = torch.get_rng_state()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:  # noqa: D102
+        if "torch_rng_state" in checkpoint:
+            torch.set_rng_state(checkpoint["torch_rng_state"])
+
+    def setup(self, stage: str) -> None:  # noqa: D102
+        datamodule = (
+            getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        )
+        if datamodule is not None and hasattr(datamodule, "set_needs"):
+            datamodule.set_needs(self.tagger.needs)

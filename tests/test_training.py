@@ -1,0 +1,264 @@
+"""train.py end to end on tiny seeded finance corpora: smoke runs per encoder, checkpoint round trip,
+exact resume, and the bad-input cases (unknown config key, unknown encoder argument, NaN loss,
+missing data file)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from crfhead.datamodule import TaggingDataModule
+from crfhead.module import TaggerModule
+from train import main
+
+TINY = {
+    "data.corpus.init_args.train_docs": 4,
+    "data.corpus.init_args.dev_docs": 2,
+    "data.corpus.init_args.test_docs": 3,
+}
+
+
+def _args(
+    tmp_path: Path, encoder: str = "crfhead.encoders.IndicatorEncoder", **extra: Any
+) -> list[str]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"""
+seed_everything: 0
+trainer:
+  max_epochs: 2
+  accelerator: cpu
+  deterministic: true
+  enable_progress_bar: false
+  enable_model_summary: false
+  logger:
+    class_path: pytorch_lightning.loggers.CSVLogger
+    init_args:
+      save_dir: {tmp_path}/runs
+      name: tiny
+  callbacks:
+    - class_path: pytorch_lightning.callbacks.ModelCheckpoint
+      init_args:
+        dirpath: {tmp_path}/ckpt
+        monitor: val/f1
+        mode: max
+        save_last: true
+model:
+  encoder:
+    class_path: {encoder}
+data:
+  corpus:
+    class_path: crfhead.data.corpora.FinanceCorpus
+  batch_size: 8
+"""
+    )
+    opts = {**TINY, **extra}
+    return ["--config", str(config), *(f"--{k}={v}" for k, v in opts.items())]
+
+
+def test_indicator_crf_trains_to_a_nontrivial_f1_and_writes_the_report(tmp_path: Path) -> None:
+    cli = main(_args(tmp_path, **{"trainer.max_epochs": 4}))
+    report = cli.model.test_report
+    assert report["f1"] > 0.5, report
+    assert 0.0 < report["unseen_rate"] < 1.0 and "log_loss" in report
+    assert list((tmp_path / "runs").rglob("test_report.json"))
+
+
+def test_bilstm_smoke(tmp_path: Path) -> None:
+    cli = main(
+        _args(
+            tmp_path,
+            "crfhead.encoders.BiLSTMEncoder",
+            **{
+                "trainer.fast_dev_run": "true",
+                "model.encoder.init_args.hidden_size": 16,
+                "model.encoder.init_args.word_dim": 16,
+                "model.lr": 0.01,
+            },
+        )
+    )
+    assert cli.model.tagger.needs == frozenset({"words", "chars"})
+
+
+def test_transformer_smoke_with_a_tiny_local_bert(tmp_path: Path) -> None:
+    transformers = pytest.importorskip("transformers")
+    words = sorted(
+        {w for s in TaggingDataModule(scheme="BIO").splits["train"][:50] for w in s.tokens}
+    )
+    model_dir = tmp_path / "tiny-bert"
+    model_dir.mkdir()
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *words,
+        *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"),
+    ]
+    (model_dir / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    config = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=64,
+    )
+    transformers.BertModel(config).save_pretrained(model_dir)
+    transformers.BertTokenizerFast.from_pretrained(
+        str(model_dir), local_files_only=True
+    ).save_pretrained(model_dir)
+    main(
+        _args(
+            tmp_path,
+            "crfhead.encoders.TransformerEncoder",
+            **{"trainer.fast_dev_run": "true", "model.encoder.init_args.model": str(model_dir)},
+        )
+    )
+
+
+def test_checkpoint_decodes_strings_without_the_data_module(tmp_path: Path) -> None:
+    cli = main(_args(tmp_path))
+    ckpt = tmp_path / "ckpt" / "last.ckpt"
+    loaded = TaggerModule.load_from_checkpoint(ckpt).eval()
+    dm = cli.datamodule
+    batch = next(iter(dm.test_dataloader()))
+    with torch.inference_mode():
+        assert loaded.tagger.predict(batch) == cli.model.eval().tagger.predict(batch)
+    assert loaded.tagger.labels.labels[0] == "O" and len(loaded.tagger.labels) == 17
+
+
+def test_resume_from_a_checkpoint_continues_exactly(tmp_path: Path) -> None:
+    full = main(_args(tmp_path / "a", **{"trainer.max_epochs": 3}))
+    main(_args(tmp_path / "b", **{"trainer.max_epochs": 1}))
+    resumed = main(
+        [
+            "fit",
+            *_args(tmp_path / "b", **{"trainer.max_epochs": 3}),
+            f"--ckpt_path={tmp_path / 'b' / 'ckpt' / 'last.ckpt'}",
+        ]
+    )
+    for (name, p), (_, q) in zip(
+        full.model.named_parameters(), resumed.model.named_parameters(), strict=True
+    ):
+        assert torch.equal(p, q), name
+
+
+def test_error_unknown_config_key_is_named_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([*_args(tmp_path), "--model.learning_rate=0.1"])
+    assert "learning_rate" in capsys.readouterr().err
+
+
+def test_error_unknown_encoder_argument_is_named(tmp_path: Path) -> None:
+    with pytest.raises(
+        ValueError, match=r"unknown init_args \['hidden'\] for crfhead.encoders.BiLSTMEncoder"
+    ):
+        main(
+            [
+                *_args(tmp_path, "crfhead.encoders.BiLSTMEncoder"),
+                "--model.encoder.init_args.hidden=3",
+            ]
+        )
+
+
+class NaNAfterTwoStepsEncoder(torch.nn.Module):
+    """Emissions that turn NaN at the third training batch."""
+
+    needs = frozenset({"features"})
+
+    def __init__(self, num_tags: int) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(()))
+        self.num_tags = num_tags
+        self.calls = 0
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        self.calls += int(self.training)
+        out = torch.zeros(*batch.mask.shape, self.num_tags) * self.scale
+        return out * float("nan") if self.calls > 2 else out
+
+
+def test_error_nan_loss_names_the_step_and_batch(tmp_path: Path) -> None:
+    with pytest.raises(
+        FloatingPointError, match=r"non-finite loss nan at global step 2, epoch 0, batch 2"
+    ):
+        main(
+            _args(
+                tmp_path,
+                "test_training.NaNAfterTwoStepsEncoder",
+                **{"trainer.num_sanity_val_steps": 0},
+            )
+        )
+
+
+def test_error_missing_data_file_names_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "train.txt"
+    with pytest.raises(FileNotFoundError, match=r"nope/train\.txt"):
+        main(
+            [
+                *_args(tmp_path),
+                "--data.corpus=crfhead.data.corpora.CoNLLCorpus",
+                f"--data.corpus.init_args.train={missing}",
+                f"--data.corpus.init_args.dev={missing}",
+                f"--data.corpus.init_args.test={missing}",
+            ]
+        )
+
+
+def test_predict_tags_text_with_span_probabilities(tmp_path: Path) -> None:
+    import json
+
+    from predict import main as predict
+
+    main(_args(tmp_path))
+    text = tmp_path / "in.txt"
+    text.write_text(
+        "solenne power guided to percent growth in the third quarter\n\nmarek novak said\r\n"
+    )
+    out = tmp_path / "out.jsonl"
+    predict(
+        [
+            "--checkpoint",
+            str(tmp_path / "ckpt" / "last.ckpt"),
+            "--input",
+            str(text),
+            "--output",
+            str(out),
+        ]
+    )
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [len(r["tokens"]) for r in records] == [10, 3]
+    for r in records:
+        assert len(r["tags"]) == len(r["tokens"])
+        assert all(0.0 <= s["probability"] <= 1.0 for s in r["spans"])
+    conll = tmp_path / "out.conll"
+    predict(
+        [
+            "--checkpoint",
+            str(tmp_path / "ckpt" / "last.ckpt"),
+            "--input",
+            str(text),
+            "--output",
+            str(conll),
+            "--output-format",
+            "conll",
+        ]
+    )
+    assert conll.read_text().count("\n\n") == 2
+
+
+def test_error_predict_missing_checkpoint_names_the_path(tmp_path: Path) -> None:
+    from predict import main as predict
+
+    with pytest.raises(FileNotFoundError, match=r"checkpoint not found: .*missing\.ckpt"):
+        predict(["--checkpoint", str(tmp_path / "missing.ckpt"), "--input", str(tmp_path)])
