@@ -108,7 +108,7 @@ class TaggerModule(pl.LightningModule):
             labels = LabelVocab.from_dict(self.hparams["vocabs"]["labels"])
             types = sorted({lab.split("-", 1)[1] for lab in labels.labels if "-" in lab})
             print(format_report(self.test_report, types))
-            folder = self.report_dir or (self.trainer.log_dir or ".")
+            folder = self.report_dir or self.trainer.log_dir or self.trainer.default_root_dir
             write_report_json(self.test_report, f"{folder}/test_report.json")
 
     # ----------------------------------------------------------------------------- optimisation
