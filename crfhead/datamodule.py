@@ -1,5 +1,9 @@
 """The Lightning data module: a corpus (chosen by config), its vocabularies, and the data loaders.
 
+Samplers shard the data themselves under DDP (set ``trainer.use_distributed_sampler: false``, as every
+shipped config does): training shards one epoch-seeded permutation, evaluation reads disjoint shards
+without the padding ``DistributedSampler`` adds, so gathered metrics count every sentence once.
+
 The vocabularies are built from the training split when the module is created and exposed as
 :attr:`TaggingDataModule.vocabs`, a JSON-able dict that ``train.py`` links into the model's
 hyper-parameters, so a checkpoint decodes strings without the data module.
@@ -19,14 +23,24 @@ from crfhead.data.batching import Batch, Collator, FeatureTemplates, Vocab
 from crfhead.data.corpora import Corpus, FinanceCorpus
 from crfhead.data.sentence import LabelVocab, Sentence
 
-__all__ = ["EpochSeededSampler", "TaggingDataModule", "collator_for"]
+__all__ = ["EpochSeededSampler", "ShardSampler", "TaggingDataModule", "collator_for"]
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
 
 
 class EpochSeededSampler(Sampler[int]):
-    """A shuffling sampler whose order depends only on ``(seed, epoch)``: resuming is exact."""
+    """A shuffling sampler whose order depends only on ``(seed, epoch)``: resuming is exact.
 
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
+    Under DDP each of the ``world`` ranks takes every ``world``-th index of the same permutation,
+    wrapped around so that every rank runs the same number of steps.
+    """
+
+    def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1) -> None:
+        self.n, self.seed, self.epoch, self.rank, self.world = n, seed, 0, rank, world
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning at the start of every epoch."""
@@ -34,10 +48,29 @@ class EpochSeededSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        order = torch.randperm(self.n, generator=g).tolist()
+        if self.world > 1 and order:
+            order = (order * self.world)[: len(self) * self.world][self.rank :: self.world]
+        return iter(order)
 
     def __len__(self) -> int:
-        return self.n
+        return -(-self.n // self.world)
+
+
+class ShardSampler(Sampler[int]):
+    """Evaluation sharding without padding: rank ``r`` of ``world`` reads ``r, r + world, ...``.
+
+    Unlike ``DistributedSampler`` no sentence is repeated, so gathered metrics count each once.
+    """
+
+    def __init__(self, n: int, rank: int = 0, world: int = 1) -> None:
+        self.n, self.rank, self.world = n, rank, world
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.n, self.world))
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.n, self.world))
 
 
 def collator_for(vocabs: dict[str, Any], needs: frozenset[str] | set[str]) -> Collator:
@@ -125,7 +158,12 @@ class TaggingDataModule(pl.LightningDataModule):
 
     def _loader(self, sentences: list[Sentence], train: bool) -> DataLoader[Batch]:
         collate = collator_for(self.vocabs, self.needs)
-        sampler = EpochSeededSampler(len(sentences), self.seed) if train else None
+        rank, world = _rank_and_world()
+        sampler: Sampler[int] = (
+            EpochSeededSampler(len(sentences), self.seed, rank, world)
+            if train
+            else ShardSampler(len(sentences), rank, world)
+        )
         return DataLoader(
             sentences,  # type: ignore[arg-type]
             batch_size=self.batch_size if train else self.eval_batch_size,

@@ -104,11 +104,12 @@ class TaggerModule(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:  # noqa: D102
         self.test_report = self._eval_end("test")
+        # log_dir is a collective under DDP: every rank asks for it.
+        folder = self.report_dir or self.trainer.log_dir or self.trainer.default_root_dir
         if self.trainer.is_global_zero:
             labels = LabelVocab.from_dict(self.hparams["vocabs"]["labels"])
             types = sorted({lab.split("-", 1)[1] for lab in labels.labels if "-" in lab})
             print(format_report(self.test_report, types))
-            folder = self.report_dir or self.trainer.log_dir or self.trainer.default_root_dir
             write_report_json(self.test_report, f"{folder}/test_report.json")
 
     # ----------------------------------------------------------------------------- optimisation

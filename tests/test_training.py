@@ -36,6 +36,7 @@ trainer:
   default_root_dir: {tmp_path}
   accelerator: cpu
   deterministic: true
+  use_distributed_sampler: false
   enable_progress_bar: false
   enable_model_summary: false
   logger:
@@ -287,3 +288,25 @@ def test_every_config_runs(config: Path, tmp_path: Path) -> None:
             "--data.eval_batch_size=8",
         ]
     )
+
+
+def test_ddp_on_two_cpu_processes_counts_every_test_token_once(tmp_path: Path) -> None:
+    """DDP with the gloo backend, launched as Lightning launches it (the script re-executed per rank)."""
+    import json
+    import subprocess
+
+    from crfhead.data import generate_corpus
+
+    root = Path(__file__).resolve().parents[1]
+    args = [
+        sys.executable,
+        str(root / "train.py"),
+        *_args(tmp_path, **{"trainer.max_epochs": 1}),
+        "--trainer.strategy=ddp",
+        "--trainer.devices=2",
+        "--trainer.accelerator=cpu",
+    ]
+    done = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(next((tmp_path / "runs").rglob("test_report.json")).read_text())
+    assert report["tokens"] == sum(len(s) for s in generate_corpus(1, 3))
