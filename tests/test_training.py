@@ -310,3 +310,40 @@ def test_ddp_on_two_cpu_processes_counts_every_test_token_once(tmp_path: Path) -
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(next((tmp_path / "runs").rglob("test_report.json")).read_text())
     assert report["tokens"] == sum(len(s) for s in generate_corpus(1, 3))
+
+
+def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
+    """SIGINT mid-training: OnExceptionCheckpoint writes a checkpoint that ``--ckpt_path`` resumes."""
+    import signal
+    import subprocess
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    args = [*_args(tmp_path, **{"trainer.max_epochs": 1000})]
+    config = Path(args[1])
+    config.write_text(
+        config.read_text().replace(
+            "        save_last: true\n",
+            f"        save_last: true\n    - class_path: pytorch_lightning.callbacks.OnExceptionCheckpoint\n"
+            f"      init_args:\n        dirpath: {tmp_path}/interrupted\n",
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(root / "train.py"), *args],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while not (tmp_path / "ckpt" / "last.ckpt").exists():  # training is under way
+        assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    saved = tmp_path / "interrupted" / "on_exception.ckpt"
+    assert saved.is_file()
+    epoch = torch.load(saved, weights_only=False)["epoch"]
+    resumed = main(
+        ["fit", *_args(tmp_path, **{"trainer.max_epochs": epoch + 2}), f"--ckpt_path={saved}"]
+    )
+    assert resumed.trainer.current_epoch == epoch + 2
