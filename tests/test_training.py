@@ -347,3 +347,21 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
         ["fit", *_args(tmp_path, **{"trainer.max_epochs": epoch + 2}), f"--ckpt_path={saved}"]
     )
     assert resumed.trainer.current_epoch == epoch + 2
+
+
+def test_bilstm_crf_reaches_a_nontrivial_f1_in_a_few_epochs(tmp_path: Path) -> None:
+    cli = main(
+        _args(
+            tmp_path,
+            "crfhead.encoders.BiLSTMEncoder",
+            **{
+                "trainer.max_epochs": 4,
+                "model.encoder.init_args.hidden_size": 32,
+                "model.encoder.init_args.word_dim": 32,
+                "model.encoder.init_args.dropout": 0.2,
+                "model.lr": 0.02,
+                "data.corpus.init_args.train_docs": 8,
+            },
+        )
+    )
+    assert cli.model.test_report["f1"] > 0.3, cli.model.test_report
