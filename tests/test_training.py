@@ -79,6 +79,7 @@ def test_bilstm_smoke(tmp_path: Path) -> None:
             "crfhead.encoders.BiLSTMEncoder",
             **{
                 "trainer.fast_dev_run": "true",
+                "trainer.precision": "bf16-mixed",  # autocast on CPU; the chain stays float32
                 "model.encoder.init_args.hidden_size": 16,
                 "model.encoder.init_args.word_dim": 16,
                 "model.lr": 0.01,
