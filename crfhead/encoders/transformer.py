@@ -167,6 +167,8 @@ class TransformerEncoder(nn.Module):
         if freeze:
             self.backbone.requires_grad_(False)
             self.backbone.eval()
+        else:
+            self.backbone.train()  # from_pretrained returns eval mode; a new module trains (dropout on)
 
     def extra_repr(self) -> str:  # noqa: D102
         return (
