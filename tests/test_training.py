@@ -228,36 +228,27 @@ def test_predict_tags_text_with_span_probabilities(tmp_path: Path) -> None:
     text.write_text(
         "solenne power guided to percent growth in the third quarter\n\nmarek novak said\r\n"
     )
-    out = tmp_path / "out.jsonl"
-    predict(
-        [
-            "--checkpoint",
-            str(tmp_path / "ckpt" / "last.ckpt"),
-            "--input",
-            str(text),
-            "--output",
-            str(out),
-        ]
-    )
-    records = [json.loads(line) for line in out.read_text().splitlines()]
+    ckpt = str(tmp_path / "ckpt" / "last.ckpt")
+    for fmt in ("jsonl", "conll"):
+        out = tmp_path / f"out.{fmt}"
+        predict(
+            [
+                "--checkpoint",
+                ckpt,
+                "--input",
+                str(text),
+                "--output",
+                str(out),
+                "--output-format",
+                fmt,
+            ]
+        )
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [len(r["tokens"]) for r in records] == [10, 3]
     for r in records:
         assert len(r["tags"]) == len(r["tokens"])
         assert all(0.0 <= s["probability"] <= 1.0 for s in r["spans"])
-    conll = tmp_path / "out.conll"
-    predict(
-        [
-            "--checkpoint",
-            str(tmp_path / "ckpt" / "last.ckpt"),
-            "--input",
-            str(text),
-            "--output",
-            str(conll),
-            "--output-format",
-            "conll",
-        ]
-    )
-    assert conll.read_text().count("\n\n") == 2
+    assert (tmp_path / "out.conll").read_text().count("\n\n") == 2
 
 
 def test_error_predict_missing_checkpoint_names_the_path(tmp_path: Path) -> None:
