@@ -1,4 +1,4 @@
-"""The tagger as a plain ``nn.Module``: encoder → emissions ``(B, T, K)`` → CRF head. No Lightning.
+"""The tagger as a plain ``nn.Module``: encoder → emissions ``(B, T, K)`` → head (CRF). No Lightning.
 
 The encoder is chosen by a ``{"class_path": ..., "init_args": {...}}`` spec (as in a config file) and
 built with the sizes the data imposes (``num_tags``, ``num_features``, ``vocab_size``,
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
+from typing import Any, Protocol, cast
 
 import torch
 from torch import Tensor, nn
@@ -19,20 +19,53 @@ from crfhead.crf import CRF
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
 
-__all__ = ["Tagger", "build_encoder"]
+__all__ = ["DEFAULT_HEAD", "Head", "Tagger", "build_encoder", "build_head"]
 
-_SIZES = ("num_tags", "num_features", "vocab_size", "char_vocab_size")
+DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.crf.CRF"}
 
 
-def _resolve(class_path: str) -> type:
+class Head(Protocol):
+    """What the training code asks of a head (``crfhead.CRF`` and the other heads)."""
+
+    def nll(self, emissions: Tensor, tags: Tensor, mask: Tensor | None, reduction: str) -> Tensor:
+        """The training loss."""
+        ...
+
+    def decode_labels(self, emissions: Tensor, mask: Tensor | None) -> list[list[str]]:
+        """The predicted label strings."""
+        ...
+
+
+def _resolve(class_path: str, what: str) -> type:
     module_name, _, name = class_path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(f"encoder class_path {class_path!r} cannot be imported: {err}") from None
+        raise ValueError(f"{what} class_path {class_path!r} cannot be imported: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-        raise ValueError(f"encoder class_path {class_path!r} is not an nn.Module class")
+        raise ValueError(f"{what} class_path {class_path!r} is not an nn.Module class")
     return cls
+
+
+def _build(spec: dict[str, Any], provided: dict[str, Any], what: str) -> nn.Module:
+    """Instantiate ``spec``'s class with its ``init_args`` plus the ``provided`` data-owned arguments."""
+    if "class_path" not in spec:
+        raise ValueError(f"{what} spec needs a 'class_path', got keys {sorted(spec)}")
+    cls = _resolve(spec["class_path"], what)
+    # Overrides such as --model.encoder.init_args.x=1 may arrive flattened next to class_path.
+    init_args = dict(spec.get("init_args") or {})
+    init_args.update({k: v for k, v in spec.items() if k not in ("class_path", "init_args")})
+    params = inspect.signature(cls).parameters
+    bad = [k for k in init_args if k not in params]
+    if bad:
+        allowed = [p for p in params if p not in provided]
+        raise ValueError(f"unknown init_args {bad} for {spec['class_path']}; allowed: {allowed}")
+    owned = [k for k in init_args if k in provided]
+    if owned:
+        raise ValueError(f"init_args {owned} are set from the data; remove them from the config")
+    init_args.update({k: v for k, v in provided.items() if k in params})
+    module: nn.Module = cls(**init_args)
+    return module
 
 
 def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
@@ -45,49 +78,58 @@ def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
     Raises:
         ValueError: unknown class, unknown or data-owned ``init_args`` keys (named).
     """
-    if "class_path" not in spec:
-        raise ValueError(f"encoder spec needs a 'class_path', got keys {sorted(spec)}")
-    cls = _resolve(spec["class_path"])
-    # Overrides such as --model.encoder.init_args.x=1 may arrive flattened next to class_path.
-    init_args = dict(spec.get("init_args") or {})
-    init_args.update({k: v for k, v in spec.items() if k not in ("class_path", "init_args")})
-    params = inspect.signature(cls).parameters
-    bad = [k for k in init_args if k not in params]
-    if bad:
-        allowed = [p for p in params if p not in _SIZES]
-        raise ValueError(f"unknown init_args {bad} for {spec['class_path']}; allowed: {allowed}")
-    owned = [k for k in init_args if k in _SIZES]
-    if owned:
-        raise ValueError(f"init_args {owned} are set from the data; remove them from the config")
     sizes = {
         "num_tags": len(vocabs["labels"]["labels"]),
         "num_features": len(vocabs["features"]["items"]) + 2,
         "vocab_size": len(vocabs["words"]["items"]) + 2,
         "char_vocab_size": len(vocabs["chars"]["items"]) + 2,
     }
-    for name in _SIZES:
-        if name in params:
-            init_args[name] = sizes[name]
-    module: nn.Module = cls(**init_args)
-    return module
+    return _build(spec, sizes, "encoder")
+
+
+def build_head(spec: dict[str, Any], labels: LabelVocab, constrained: bool = True) -> nn.Module:
+    """Instantiate a head (``crfhead.CRF`` by default) with ``num_tags``, ``labels`` and ``scheme``.
+
+    A head takes emissions ``(B, T, K)`` and offers ``nll(emissions, tags, mask, reduction)`` and
+    ``decode_labels(emissions, mask)``; the training code needs nothing else, so new heads slot in
+    by ``class_path``.
+    """
+    provided = {
+        "num_tags": len(labels),
+        "labels": labels.labels,
+        "scheme": labels.scheme if constrained else None,
+    }
+    return _build(spec, provided, "head")
 
 
 class Tagger(nn.Module):
-    """Encoder → emissions → CRF, with the label vocabulary to decode strings.
+    """Encoder → emissions → head, with the label vocabulary to decode strings.
 
     Args:
         encoder: any module mapping a :class:`~crfhead.data.batching.Batch` to emissions ``(B, T, K)``.
-        labels: the label vocabulary; its scheme constrains the CRF when ``constrained``.
-        constrained: apply the scheme's allowed starts / transitions / ends in training and decoding.
+        labels: the label vocabulary.
+        head: the structured head (default: a CRF constrained to the labels' scheme).
     """
 
-    def __init__(self, encoder: nn.Module, labels: LabelVocab, constrained: bool = True) -> None:
+    def __init__(
+        self, encoder: nn.Module, labels: LabelVocab, head: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.encoder = encoder
         self.labels = labels
-        self.crf = CRF(
-            len(labels), labels=labels.labels, scheme=labels.scheme if constrained else None
-        )
+        self.head = head if head is not None else build_head(DEFAULT_HEAD, labels)
+
+    @property
+    def structured(self) -> Head:
+        """The head, typed by what the training code uses."""
+        return cast(Head, self.head)
+
+    @property
+    def crf(self) -> CRF:
+        """The head, when it is a CRF (span probabilities need one)."""
+        if not isinstance(self.head, CRF):
+            raise TypeError(f"the head is a {type(self.head).__name__}, not a CRF")
+        return self.head
 
     @property
     def needs(self) -> frozenset[str]:
@@ -105,24 +147,24 @@ class Tagger(nn.Module):
         if batch.tags is None:
             raise ValueError("the batch has no tags to compute a loss on")
         emissions = self(batch)
-        return self.crf.nll(
+        return self.structured.nll(
             emissions, batch.tags.to(emissions.device), batch.mask.to(emissions.device), reduction
         )
 
     def predict(self, batch: Batch) -> list[list[str]]:
         """Viterbi tags as strings, one list per sentence."""
         emissions = self(batch)
-        return self.crf.decode_labels(emissions, batch.mask.to(emissions.device))
+        return self.structured.decode_labels(emissions, batch.mask.to(emissions.device))
 
     @torch.no_grad()
     def decode_with_loss(self, batch: Batch) -> tuple[list[list[str]], float]:
         """Predicted tags and the summed NLL of the gold tags (for metrics)."""
         emissions = self(batch)
         mask = batch.mask.to(emissions.device)
-        pred = self.crf.decode_labels(emissions, mask)
+        pred = self.structured.decode_labels(emissions, mask)
         nll = 0.0
         if batch.tags is not None:
             nll = float(
-                self.crf.nll(emissions, batch.tags.to(emissions.device), mask, reduction="sum")
+                self.structured.nll(emissions, batch.tags.to(emissions.device), mask, "sum")
             )
         return pred, nll

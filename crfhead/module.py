@@ -19,7 +19,7 @@ from torch import Tensor
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
 from crfhead.metrics import TaggingMetrics, format_report, write_report_json
-from crfhead.model import Tagger, build_encoder
+from crfhead.model import DEFAULT_HEAD, Tagger, build_encoder, build_head
 
 __all__ = ["TaggerModule"]
 
@@ -30,6 +30,8 @@ class TaggerModule(pl.LightningModule):
     Args:
         encoder: ``{"class_path": ..., "init_args": {...}}`` of an encoder in :mod:`crfhead.encoders`
             (or any module with the same contract); sizes are filled in from ``vocabs``.
+        head: ``{"class_path": ..., "init_args": {...}}`` of the structured head (default
+            ``crfhead.crf.CRF``); ``num_tags``, ``labels`` and ``scheme`` come from the data.
         vocabs: the data module's vocabularies (linked automatically by ``train.py``).
         constrained: constrain the CRF to the tagging scheme (training and decoding alike).
         lr: learning rate of the encoder (non-transformer part) and the CRF.
@@ -43,6 +45,7 @@ class TaggerModule(pl.LightningModule):
     def __init__(
         self,
         encoder: dict[str, Any] | None = None,
+        head: dict[str, Any] | None = None,
         vocabs: dict[str, Any] | None = None,
         constrained: bool = True,
         lr: float = 0.05,
@@ -55,9 +58,12 @@ class TaggerModule(pl.LightningModule):
         if vocabs is None:
             raise ValueError("vocabs missing: train.py links them from the data module")
         encoder = encoder or {"class_path": "crfhead.encoders.IndicatorEncoder"}
+        head = head or dict(DEFAULT_HEAD)
         self.save_hyperparameters()
         labels = LabelVocab.from_dict(vocabs["labels"])
-        self.tagger = Tagger(build_encoder(encoder, vocabs), labels, constrained=constrained)
+        self.tagger = Tagger(
+            build_encoder(encoder, vocabs), labels, build_head(head, labels, constrained)
+        )
         self.seen_words = set(vocabs.get("seen_words", ()))
         self.metrics = {
             stage: TaggingMetrics(labels.scheme, self.seen_words) for stage in ("val", "test")
@@ -134,8 +140,8 @@ class TaggerModule(pl.LightningModule):
             )
         groups.append(
             {
-                "name": "crf",
-                "params": list(self.tagger.crf.parameters()),
+                "name": "head",
+                "params": list(self.tagger.head.parameters()),
                 "lr": hp["lr"],
                 "weight_decay": 0.0,
             }

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from crfhead import CRF
 from crfhead.datamodule import TaggingDataModule
 from crfhead.module import TaggerModule
 from train import main
@@ -357,3 +358,28 @@ def test_bilstm_crf_reaches_a_nontrivial_f1_in_a_few_epochs(tmp_path: Path) -> N
         )
     )
     assert cli.model.test_report["f1"] > 0.3, cli.model.test_report
+
+
+class PosteriorDecodedCRF(CRF):
+    """A head chosen by config: the CRF decoded by posterior marginals instead of Viterbi."""
+
+    def decode_labels(
+        self, emissions: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> list[list[str]]:
+        assert self.labels is not None
+        paths = self.posterior_decode(emissions, mask, valid_only=True).tolist()
+        return [[self.labels[i] for i in row if i >= 0] for row in paths]
+
+
+def test_heads_slot_in_by_class_path(tmp_path: Path) -> None:
+    cli = main([*_args(tmp_path), "--model.head.class_path=test_training.PosteriorDecodedCRF"])
+    assert isinstance(cli.model.tagger.head, PosteriorDecodedCRF)
+    assert cli.model.test_report["f1"] > 0.3
+    with pytest.raises(ValueError, match=r"unknown init_args \['beam'\] for crfhead.crf.CRF"):
+        main(
+            [
+                *_args(tmp_path / "b"),
+                "--model.head.class_path=crfhead.crf.CRF",
+                "--model.head.init_args.beam=3",
+            ]
+        )
