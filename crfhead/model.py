@@ -25,10 +25,18 @@ DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.crf.CRF"}
 
 
 class Head(Protocol):
-    """What the training code asks of a head (``crfhead.CRF`` and the other heads)."""
+    """What the training code asks of a head (every :class:`~crfhead.head.ChainHead`).
+
+    A head that scores words itself (the HMM) also has ``emissions_from_batch(batch)`` and ``needs``;
+    a head fitted by counting has ``accumulate(words, tags, mask)`` instead of gradient steps.
+    """
+
+    def loss(self, emissions: Tensor, tags: Tensor, mask: Tensor | None, reduction: str) -> Tensor:
+        """The training loss."""
+        ...
 
     def nll(self, emissions: Tensor, tags: Tensor, mask: Tensor | None, reduction: str) -> Tensor:
-        """The training loss."""
+        """The conditional log-loss ``-log p(z | x)`` (reported as ``log_loss``)."""
         ...
 
     def decode_labels(self, emissions: Tensor, mask: Tensor | None) -> list[list[str]]:
@@ -87,18 +95,26 @@ def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
     return _build(spec, sizes, "encoder")
 
 
-def build_head(spec: dict[str, Any], labels: LabelVocab, constrained: bool = True) -> nn.Module:
+def build_head(
+    spec: dict[str, Any],
+    labels: LabelVocab,
+    constrained: bool = True,
+    vocab_size: int | None = None,
+) -> nn.Module:
     """Instantiate a head (``crfhead.CRF`` by default) with ``num_tags``, ``labels`` and ``scheme``.
 
-    A head takes emissions ``(B, T, K)`` and offers ``nll(emissions, tags, mask, reduction)`` and
-    ``decode_labels(emissions, mask)``; the training code needs nothing else, so new heads slot in
-    by ``class_path``.
+    A head takes emissions ``(B, T, K)`` and offers ``loss``, ``nll`` and ``decode_labels`` (the
+    :class:`Head` protocol); the training code needs nothing else, so new heads slot in by
+    ``class_path``: ``crfhead.crf.CRF``, ``crfhead.heads.MEMM``, ``crfhead.heads.StructuredPerceptron``,
+    ``crfhead.hmm.HMM`` (which also takes ``vocab_size``).
     """
-    provided = {
+    provided: dict[str, Any] = {
         "num_tags": len(labels),
         "labels": labels.labels,
         "scheme": labels.scheme if constrained else None,
     }
+    if vocab_size is not None:
+        provided["vocab_size"] = vocab_size
     return _build(spec, provided, "head")
 
 
@@ -132,33 +148,56 @@ class Tagger(nn.Module):
         return self.head
 
     @property
+    def scores_words(self) -> bool:
+        """Whether the head makes its own emissions from word ids (the HMM), bypassing the encoder."""
+        return hasattr(self.head, "emissions_from_batch")
+
+    @property
+    def counts(self) -> bool:
+        """Whether the head is fitted by counting (``accumulate``) rather than by gradient steps."""
+        return hasattr(self.head, "accumulate")
+
+    @property
     def needs(self) -> frozenset[str]:
-        """The batch fields the encoder reads."""
+        """The batch fields the encoder (or a word-scoring head) reads."""
+        if self.scores_words:
+            head_needs: frozenset[str] = getattr(self.head, "needs", frozenset())
+            return head_needs
         needs: frozenset[str] = getattr(self.encoder, "needs", frozenset())
         return needs
 
     def forward(self, batch: Batch) -> Tensor:
-        """Emissions ``(B, T, K)``."""
+        """Emissions ``(B, T, K)``: the encoder's, or the head's own for a word-scoring head."""
+        if self.scores_words:
+            own: Tensor = self.head.emissions_from_batch(batch)  # type: ignore[operator]
+            return own
         emissions: Tensor = self.encoder(batch)
         return emissions
 
     def loss(self, batch: Batch, reduction: str = "mean") -> Tensor:
-        """CRF negative log-likelihood of the batch's gold tags."""
+        """The head's training loss on the batch's gold tags."""
         if batch.tags is None:
             raise ValueError("the batch has no tags to compute a loss on")
         emissions = self(batch)
-        return self.structured.nll(
+        return self.structured.loss(
             emissions, batch.tags.to(emissions.device), batch.mask.to(emissions.device), reduction
         )
 
+    @torch.no_grad()
+    def accumulate(self, batch: Batch) -> None:
+        """Add a batch's counts to a counting head (the HMM)."""
+        if batch.tags is None or batch.words is None:
+            raise ValueError("counting needs the batch's words and tags")
+        self.head.accumulate(batch.words, batch.tags, batch.mask)  # type: ignore[operator]
+
     def predict(self, batch: Batch) -> list[list[str]]:
-        """Viterbi tags as strings, one list per sentence."""
+        """Decoded tags (the head's ``decoder``) as strings, one list per sentence."""
         emissions = self(batch)
         return self.structured.decode_labels(emissions, batch.mask.to(emissions.device))
 
     @torch.no_grad()
     def decode_with_loss(self, batch: Batch) -> tuple[list[list[str]], float]:
-        """Predicted tags and the summed NLL of the gold tags (for metrics)."""
+        """Predicted tags and the summed conditional log-loss of the gold tags (for metrics)."""
         emissions = self(batch)
         mask = batch.mask.to(emissions.device)
         pred = self.structured.decode_labels(emissions, mask)

@@ -21,7 +21,9 @@ from crfhead.data.sentence import LabelVocab
 from crfhead.metrics import TaggingMetrics, format_report, write_report_json
 from crfhead.model import DEFAULT_HEAD, Tagger, build_encoder, build_head
 
-__all__ = ["TaggerModule"]
+__all__ = ["OPTIMIZERS", "TaggerModule"]
+
+OPTIMIZERS = ("adamw", "sgd")
 
 
 class TaggerModule(pl.LightningModule):
@@ -39,6 +41,8 @@ class TaggerModule(pl.LightningModule):
         weight_decay: AdamW weight decay (not applied to the CRF transitions).
         warmup_ratio: fraction of the training steps with linear warm-up, then linear decay
             (0: constant learning rate).
+        optimizer: ``"adamw"`` or ``"sgd"`` (plain SGD: with the perceptron head and ``lr: 1`` it is
+            Collins' update).
         report_dir: where the test report (text and JSON) is written (default: the logger's folder).
     """
 
@@ -52,18 +56,27 @@ class TaggerModule(pl.LightningModule):
         backbone_lr: float = 5e-5,
         weight_decay: float = 0.0,
         warmup_ratio: float = 0.0,
+        optimizer: str = "adamw",
         report_dir: str | None = None,
     ) -> None:
         super().__init__()
         if vocabs is None:
             raise ValueError("vocabs missing: train.py links them from the data module")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
         encoder = encoder or {"class_path": "crfhead.encoders.IndicatorEncoder"}
         head = head or dict(DEFAULT_HEAD)
         self.save_hyperparameters()
         labels = LabelVocab.from_dict(vocabs["labels"])
+        vocab_size = len(vocabs["words"]["items"]) + 2
         self.tagger = Tagger(
-            build_encoder(encoder, vocabs), labels, build_head(head, labels, constrained)
+            build_encoder(encoder, vocabs),
+            labels,
+            build_head(head, labels, constrained, vocab_size=vocab_size),
         )
+        self._counts_synced = True
+        if self.tagger.counts:
+            self.automatic_optimization = False  # no loss, no optimizer: counts
         self.seen_words = set(vocabs.get("seen_words", ()))
         self.metrics = {
             stage: TaggingMetrics(labels.scheme, self.seen_words) for stage in ("val", "test")
@@ -72,7 +85,12 @@ class TaggerModule(pl.LightningModule):
         self.test_report: dict[str, float] = {}
 
     # ----------------------------------------------------------------------------- steps
-    def training_step(self, batch: Batch, batch_idx: int) -> Tensor:  # noqa: D102
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:  # noqa: D102
+        if self.tagger.counts:
+            # A counting head (the HMM): no loss, no gradient step; see on_validation_epoch_start.
+            self.tagger.accumulate(batch)
+            self._counts_synced = False
+            return None
         loss = self.tagger.loss(batch, reduction="mean")
         if not torch.isfinite(loss):
             ids = [s.id for s in batch.sentences[:5]]
@@ -91,6 +109,40 @@ class TaggerModule(pl.LightningModule):
         self.metrics[stage].update(
             gold, pred, tokens, log_loss=nll, num_tokens=int(batch.mask.sum())
         )
+
+    # ----------------------------------------------------------------------------- counting heads
+    def on_train_epoch_start(self) -> None:  # noqa: D102
+        if self.tagger.counts:
+            self.tagger.head.reset_counts()  # type: ignore[operator]
+
+    def _finish_counting(self) -> None:
+        """Sum the ranks' counts (DDP) and tune the head's ``alpha`` on the validation data."""
+        if self._counts_synced:
+            return
+        head: Any = self.tagger.head
+        for name in ("start_counts", "transition_counts", "end_counts", "emission_counts"):
+            buf = getattr(head, name)
+            buf.copy_(self.trainer.strategy.reduce(buf, reduce_op="sum"))
+        head.word_counts.copy_(self.trainer.strategy.reduce(head.word_counts, reduce_op="sum"))
+        self._counts_synced = True
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is None or len(head.alphas) < 2:
+            return
+        losses = torch.zeros(len(head.alphas), dtype=torch.float64, device=self.device)
+        for batch in datamodule.val_dataloader():
+            if batch.tags is not None and batch.words is not None:
+                losses += head.alpha_log_losses(batch.words, batch.tags, batch.mask).to(losses)
+        losses = self.trainer.strategy.reduce(losses, reduce_op="sum")
+        alpha = head.set_alpha_from(losses)
+        self.log("val/alpha", alpha, sync_dist=False)
+
+    def on_validation_epoch_start(self) -> None:  # noqa: D102
+        if self.tagger.counts and not self.trainer.sanity_checking:
+            self._finish_counting()
+
+    def on_train_epoch_end(self) -> None:  # noqa: D102
+        if self.tagger.counts:
+            self._finish_counting()
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:  # noqa: D102
         self._eval_step(batch, "val")
@@ -121,6 +173,8 @@ class TaggerModule(pl.LightningModule):
     # ----------------------------------------------------------------------------- optimisation
     def configure_optimizers(self) -> Any:  # noqa: D102
         hp = self.hparams
+        if self.tagger.counts:
+            return None  # fitted by counting
         groups: list[dict[str, Any]] = []
         encoder = self.tagger.encoder
         parameter_groups: Callable[[], list[dict[str, Any]]] | None = getattr(
@@ -146,7 +200,11 @@ class TaggerModule(pl.LightningModule):
                 "weight_decay": 0.0,
             }
         )
-        optimizer = torch.optim.AdamW(groups)
+        optimizer: torch.optim.Optimizer
+        if hp.get("optimizer", "adamw") == "sgd":
+            optimizer = torch.optim.SGD(groups, lr=hp["lr"])
+        else:
+            optimizer = torch.optim.AdamW(groups)
         if hp["warmup_ratio"] <= 0:
             return optimizer
         total = max(int(self.trainer.estimated_stepping_batches), 1)

@@ -99,8 +99,32 @@ def word_shape(word: str) -> str:
     return re.sub(r"(.)\1+", r"\1", shape)
 
 
-TEMPLATES = ("bias", "word", "lower", "prefix3", "suffix3", "shape", "window1", "window2")
-"""Template names: ``window1`` adds the words at ±1, ``window2`` at ±2 (and ±1)."""
+TEMPLATES = (
+    "bias",
+    "word",
+    "lower",
+    "prefix3",
+    "suffix3",
+    "shape",
+    "window1",
+    "window2",
+    "left1",
+    "left2",
+    "right1",
+    "right2",
+)
+"""Template names: ``window1`` adds the words at ±1, ``window2`` at ±2 (and ±1); ``left1``/``left2``
+the words up to 1/2 to the left only, ``right1``/``right2`` up to 1/2 to the right only. A causal
+(lookahead 0) MEMM uses ``left2``; one word of lookahead adds ``right1`` (Proposition 2 of the seed)."""
+
+_OFFSETS = {
+    "window1": (-1, 1),
+    "window2": (-2, -1, 1, 2),
+    "left1": (-1,),
+    "left2": (-2, -1),
+    "right1": (1,),
+    "right2": (1, 2),
+}
 
 
 class FeatureTemplates:
@@ -124,11 +148,7 @@ class FeatureTemplates:
         """The feature strings of every token: ``T`` lists."""
         out: list[list[str]] = []
         n = len(tokens)
-        offsets: list[int] = []
-        if "window2" in self.templates:
-            offsets = [-2, -1, 1, 2]
-        elif "window1" in self.templates:
-            offsets = [-1, 1]
+        offsets = sorted({d for t in self.templates for d in _OFFSETS.get(t, ())})
         for i, word in enumerate(tokens):
             feats: list[str] = []
             for t in self.templates:
@@ -150,6 +170,11 @@ class FeatureTemplates:
                 feats.append(f"w{d:+d}={ctx}")
             out.append(feats)
         return out
+
+    @property
+    def lookahead(self) -> int:
+        """How many words to the right a token's features read (0: causal)."""
+        return max([0, *(d for t in self.templates for d in _OFFSETS.get(t, ()))])
 
     def build_vocab(self, sentences: Iterable[Sentence], min_count: int = 1) -> Vocab:
         """The feature vocabulary of training sentences."""

@@ -18,6 +18,8 @@ The encoders:
   summed over each token's active features (``needs = {"features"}``).
 * :class:`BiLSTMEncoder` -- word embeddings (+ a character CNN or BiLSTM) → BiLSTM → linear
   (``needs = {"words"}`` or ``{"words", "chars"}``).
+* :class:`WordWindowEncoder` -- one weight per (offset, word, tag) over a window of word ids: the
+  indicator CRF of Theorem 3 (``offsets=(0,)``) and the MEMM's lookahead (``needs = {"words"}``).
 * :class:`TransformerEncoder` -- a local HuggingFace model over subword windows, pooled to words →
   linear (``needs = {"sentences"}``); ``transformers`` is imported when one is built.
 """
@@ -30,6 +32,7 @@ from crfhead.data.batching import Batch
 from crfhead.encoders.bilstm import CHAR_ENCODERS, BiLSTMEncoder, load_word_vectors
 from crfhead.encoders.indicator import IndicatorEncoder
 from crfhead.encoders.transformer import TransformerEncoder, default_model_dir
+from crfhead.encoders.window import WordWindowEncoder
 
 __all__ = [
     "BATCH_FIELDS",
@@ -38,6 +41,7 @@ __all__ = [
     "EmissionEncoder",
     "IndicatorEncoder",
     "TransformerEncoder",
+    "WordWindowEncoder",
     "default_model_dir",
     "load_word_vectors",
 ]

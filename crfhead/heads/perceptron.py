@@ -1,0 +1,111 @@
+"""The structured perceptron and its cost-augmented hinge.
+
+Collins (2002), Algorithm 1 and Theorem 5 of seed ``000``; the margin-rescaled Hamming hinge of Taskar
+et al. (2004) and Tsochantaridis et al. (2005).
+
+The potentials are the CRF's (same emission scores, same transitions, same constraints); only the loss
+differs. With ``ẑ`` the Viterbi path of the (cost-augmented) scores,
+
+    loss = score(ẑ) + cost * Hamming(ẑ, z) - score(z) >= 0,
+
+whose gradient is ``F(x, ẑ) - F(x, z)``: one SGD step of rate 1 on it *is* the perceptron update
+``θ ← θ + F(x, z) - F(x, ẑ)``, and it is 0 exactly when the gold path wins (by ``cost`` per wrong tag
+with ``cost > 0``). Parameters start at 0 as Algorithm 1 does; use ``reduction="sum"`` for Collins'
+per-mistake updates.
+
+Averaging, which Collins recommends for evaluation, is a training-loop concern: the shipped configs
+add Lightning's ``WeightAveraging`` callback (an equal-weight average of every parameter, encoder
+included, after every step); the plain perceptron of Theorem 5's mistake bound trains without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from crfhead import chain, decoding
+from crfhead.crf import CRF
+from crfhead.head import reduce_loss
+from crfhead.potentials import ChainPotentials
+
+__all__ = ["StructuredPerceptron"]
+
+
+class StructuredPerceptron(CRF):
+    """A CRF-shaped head trained by the perceptron (``cost = 0``) or the Hamming hinge (``cost > 0``).
+
+    Args:
+        num_tags: ``K``.
+        labels: optional tag names; required with ``scheme``.
+        scheme: optional tagging scheme (constrains training and decoding alike).
+        decoder: ``"viterbi"`` (default), ``"posterior"`` or ``"posterior_valid"``.
+        cost: Hamming cost per wrong tag added to every competing path's score before decoding (0: the
+            plain perceptron).
+
+    The inference methods (``viterbi``, ``marginals``...) read the scores as a CRF would; marginals
+    and ``nll`` are those of the Gibbs distribution of the scores, which the perceptron does not
+    calibrate.
+    """
+
+    def __init__(
+        self,
+        num_tags: int,
+        *,
+        labels: Sequence[str] | None = None,
+        scheme: str | None = None,
+        decoder: str = "viterbi",
+        cost: float = 0.0,
+    ) -> None:
+        if not cost >= 0.0:
+            raise ValueError(f"cost must be >= 0, got {cost!r}")
+        self.cost = float(cost)
+        super().__init__(num_tags, labels=labels, scheme=scheme, decoder=decoder)
+
+    def reset_parameters(self) -> None:
+        """All zero (Algorithm 1 starts at ``θ = 0``)."""
+        for p in (self.transitions, self.start_transitions, self.end_transitions):
+            nn.init.zeros_(p)
+
+    def extra_repr(self) -> str:  # noqa: D102
+        return f"{super().extra_repr()}, cost={self.cost}"
+
+    def augmented(self, pot: ChainPotentials, tags: Tensor) -> ChainPotentials:
+        """``pot`` with ``cost`` added to every tag but the gold one at each unmasked position.
+
+        Args:
+            pot: the chain potentials, emissions ``(B, T, K)``.
+            tags: ``(B, T)`` int64 gold tags (any value where masked).
+        """
+        if self.cost == 0.0:
+            return pot
+        gold = torch.nn.functional.one_hot(tags.clamp(min=0), self.num_tags).to(pot.emissions)
+        extra = self.cost * (1.0 - gold) * pot.mask[..., None]  # (B, T, K)
+        return dataclasses.replace(pot, emissions=pot.emissions + extra)
+
+    def loss(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
+    ) -> Tensor:
+        """``score(ẑ) + cost·Hamming(ẑ, z) - score(z)`` per sequence, reduced; ``>= 0``.
+
+        Raises:
+            ValueError: bad shapes/dtypes, out-of-range tags, or gold tags breaking the scheme.
+        """
+        self._check_reduction(reduction)
+        pot = self.potentials(emissions, mask)
+        gold = self.gold_score(pot, emissions, tags)
+        aug = self.augmented(pot, tags.long())
+        with torch.no_grad():
+            best = decoding.viterbi(aug)[1]  # (B, T)
+        losses = chain.score(aug, best) - gold  # the gold path costs nothing
+        return reduce_loss(losses, pot.mask, reduction)
+
+    def mistakes(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
+        """``(B,)`` bool: the (cost-augmented) Viterbi path differs from the gold one."""
+        pot = self.potentials(emissions, mask)
+        tags = self._check_tags(emissions, tags, pot.mask)
+        with torch.no_grad():
+            best = decoding.viterbi(self.augmented(pot, tags))[1]
+        return ((best != tags) & pot.mask).any(dim=1)
