@@ -30,6 +30,7 @@ from torch import Tensor
 from crfhead import chain
 from crfhead.constraints import constrain
 from crfhead.head import ChainHead, reduce_loss
+from crfhead.numerics import compute_dtype
 from crfhead.potentials import ChainPotentials, make_potentials
 
 __all__ = ["HMM", "HMMParameters"]
@@ -283,7 +284,7 @@ class HMM(ChainHead):
     ) -> ChainPotentials:
         self._check_emissions(emissions)
         p = self.log_parameters(alpha)
-        dt = emissions.dtype
+        dt = compute_dtype(emissions.dtype)
         return make_potentials(
             emissions, p.log_transitions.to(dt), p.log_start.to(dt), p.log_end.to(dt), mask
         )

@@ -9,6 +9,7 @@ from an epoch-end checkpoint continues exactly (with :class:`~crfhead.datamodule
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -76,7 +77,10 @@ class TaggerModule(pl.LightningModule):
         )
         self._counts_synced = True
         if self.tagger.counts:
-            self.automatic_optimization = False  # no loss, no optimizer: counts
+            # No loss and no optimizer: training_step counts and returns None (Lightning still
+            # advances global_step with its mock optimizer, so checkpoints are written as usual).
+            warnings.filterwarnings("ignore", message=r".*`training_step` returned `None`")
+            warnings.filterwarnings("ignore", message=r".*`configure_optimizers` returned `None`")
         self.seen_words = set(vocabs.get("seen_words", ()))
         self.metrics = {
             stage: TaggingMetrics(labels.scheme, self.seen_words) for stage in ("val", "test")

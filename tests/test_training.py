@@ -383,3 +383,65 @@ def test_heads_slot_in_by_class_path(tmp_path: Path) -> None:
                 "--model.head.init_args.beam=3",
             ]
         )
+
+
+@pytest.mark.parametrize(
+    ("head", "extra", "min_f1"),
+    [
+        ("crfhead.heads.MEMM", {"model.lr": 0.1}, 0.3),
+        ("crfhead.heads.StructuredPerceptron", {"model.optimizer": "sgd", "model.lr": 1.0}, 0.3),
+        ("crfhead.hmm.HMM", {}, 0.2),
+    ],
+)
+def test_other_heads_swap_in_by_one_config_line(
+    head: str, extra: dict[str, Any], min_f1: float, tmp_path: Path
+) -> None:
+    """CRF ↔ MEMM ↔ perceptron ↔ HMM through train.py on the same data module."""
+    cli = main([*_args(tmp_path, **extra), f"--model.head.class_path={head}"])
+    assert type(cli.model.tagger.head).__name__ == head.rsplit(".", 1)[1]
+    assert cli.model.test_report["f1"] > min_f1
+    assert (next((tmp_path / "runs").rglob("test_report.json"))).is_file()
+
+
+def test_hmm_is_fitted_by_counting_one_pass_per_epoch_and_alpha_is_tuned_on_dev(
+    tmp_path: Path,
+) -> None:
+    from crfhead.data.batching import Vocab
+
+    cli = main([*_args(tmp_path), "--model.head.class_path=crfhead.hmm.HMM"])  # 2 epochs
+    hmm = cli.model.tagger.head
+    dm = cli.datamodule
+    words = Vocab.from_dict(dm.vocabs["words"])
+    train_tokens = sum(len(s) for s in dm.splits["train"])
+    assert float(hmm.emission_counts.sum()) == train_tokens  # counted once, not once per epoch
+    assert float(hmm.start_counts.sum()) == len(dm.splits["train"])
+    # alpha is the grid value with the smallest dev conditional log-loss.
+    collate = dm.val_dataloader().collate_fn
+    batch = collate(dm.splits["dev"])
+    losses = hmm.alpha_log_losses(batch.words, batch.tags, batch.mask)
+    assert float(hmm.alpha) == hmm.alphas[int(losses.argmin())]
+    assert words.id(dm.splits["train"][0].tokens[0]) >= 2
+    # The checkpoint carries the counts and alpha: the reloaded model decodes identically.
+    ckpt = next((tmp_path / "ckpt").glob("epoch=*.ckpt"))
+    again = TaggerModule.load_from_checkpoint(ckpt)
+    assert float(again.tagger.head.alpha) == float(hmm.alpha)
+    assert again.tagger.predict(batch) == cli.model.tagger.predict(batch)
+
+
+def test_averaged_perceptron_evaluates_and_checkpoints_the_average(tmp_path: Path) -> None:
+    config_cb = ("--trainer.callbacks+=crfhead.callbacks.WeightAveraging",)
+    cli = main(
+        [
+            *_args(tmp_path, **{"model.optimizer": "sgd", "model.lr": 1.0, "data.batch_size": 1}),
+            "--model.head.class_path=crfhead.heads.StructuredPerceptron",
+            *config_cb,
+        ]
+    )
+    best = cli.trainer.checkpoint_callback.best_model_path
+    ckpt = torch.load(best, weights_only=False)
+    assert "current_model_state" in ckpt  # the average is the checkpoint's state_dict
+    key = "tagger.encoder.weight"
+    assert not torch.equal(ckpt["state_dict"][key], ckpt["current_model_state"][key])
+    # test() evaluated the best checkpoint's average.
+    assert torch.equal(cli.model.state_dict()[key], ckpt["state_dict"][key])
+    assert cli.model.test_report["f1"] > 0.3

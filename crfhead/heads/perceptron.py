@@ -14,7 +14,7 @@ with ``cost > 0``). Parameters start at 0 as Algorithm 1 does; use ``reduction="
 per-mistake updates.
 
 Averaging, which Collins recommends for evaluation, is a training-loop concern: the shipped configs
-add Lightning's ``WeightAveraging`` callback (an equal-weight average of every parameter, encoder
+add :class:`crfhead.callbacks.WeightAveraging` (an equal-weight average of every parameter, encoder
 included, after every step); the plain perceptron of Theorem 5's mistake bound trains without it.
 """
 
