@@ -11,12 +11,27 @@ Tensor conventions, once for the whole package (``B`` batch, ``T`` time, ``K`` t
   autocast; "impossible" is the one finite constant :data:`crfhead.numerics.IMPOSSIBLE`.
 
 The core is pure tensor functions (:mod:`crfhead.semiring`, :mod:`crfhead.chain`,
-:mod:`crfhead.decoding`, :mod:`crfhead.constraints`); :class:`CRF` is the layer users import.
+:mod:`crfhead.decoding`, :mod:`crfhead.constraints`); :class:`CRF` is the layer users import, and
+:class:`MEMM`, :class:`StructuredPerceptron` and :class:`HMM` are the other heads on the same
+potentials (:class:`ChainHead`).
 """
 
 from crfhead.crf import CRF
+from crfhead.head import ChainHead
+from crfhead.heads.memm import MEMM
+from crfhead.heads.perceptron import StructuredPerceptron
+from crfhead.hmm import HMM
 from crfhead.numerics import IMPOSSIBLE
 from crfhead.potentials import ChainPotentials, make_potentials
 
-__all__ = ["CRF", "IMPOSSIBLE", "ChainPotentials", "make_potentials"]
+__all__ = [
+    "CRF",
+    "HMM",
+    "IMPOSSIBLE",
+    "MEMM",
+    "ChainHead",
+    "ChainPotentials",
+    "StructuredPerceptron",
+    "make_potentials",
+]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The tagger as a plain ``nn.Module``: encoder → emissions ``(B, T, K)`` → head (CRF). No Lightning.
+"""The tagger as a plain ``nn.Module``: encoder → emissions ``(B, T, K)`` → head (CRF, MEMM, perceptron, HMM). No Lightning.
 
 The encoder is chosen by a ``{"class_path": ..., "init_args": {...}}`` spec (as in a config file) and
 built with the sizes the data imposes (``num_tags``, ``num_features``, ``vocab_size``,
@@ -15,9 +15,9 @@ from typing import Any, Protocol, cast
 import torch
 from torch import Tensor, nn
 
-from crfhead.crf import CRF
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
+from crfhead.head import ChainHead
 
 __all__ = ["DEFAULT_HEAD", "Head", "Tagger", "build_encoder", "build_head"]
 
@@ -141,10 +141,10 @@ class Tagger(nn.Module):
         return cast(Head, self.head)
 
     @property
-    def crf(self) -> CRF:
-        """The head, when it is a CRF (span probabilities need one)."""
-        if not isinstance(self.head, CRF):
-            raise TypeError(f"the head is a {type(self.head).__name__}, not a CRF")
+    def crf(self) -> ChainHead:
+        """The head as a chain head (CRF, MEMM, perceptron or HMM: span probabilities need one)."""
+        if not isinstance(self.head, ChainHead):
+            raise TypeError(f"the head is a {type(self.head).__name__}, not a chain head")
         return self.head
 
     @property

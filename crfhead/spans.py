@@ -43,7 +43,7 @@ from torch import Tensor
 
 from crfhead import chain, decoding
 from crfhead.constraints import Span, canonical_scheme, split_label, tags_to_spans
-from crfhead.crf import CRF
+from crfhead.head import ChainHead
 from crfhead.numerics import IMPOSSIBLE
 from crfhead.potentials import ChainPotentials
 
@@ -108,7 +108,7 @@ def _span_cases(span: Span, times: Sequence[int], sets: _TagSets) -> list[list[_
     return cases
 
 
-def _parse_labels(crf: CRF, labels: Sequence[str], scheme: str) -> list[tuple[str, str | None]]:
+def _parse_labels(crf: ChainHead, labels: Sequence[str], scheme: str) -> list[tuple[str, str | None]]:
     if len(labels) != crf.num_tags:
         raise ValueError(f"got {len(labels)} labels for a CRF with num_tags={crf.num_tags}")
     if crf.labels is not None and list(labels) != crf.labels:
@@ -195,7 +195,7 @@ def _probabilities(
 
 
 def span_probabilities(
-    crf: CRF,
+    crf: ChainHead,
     emissions: Tensor,
     mask: Tensor | None,
     spans: Sequence[Sequence[Span]],
@@ -210,7 +210,7 @@ def span_probabilities(
     chains per span). No autograd graph is built; works under ``torch.inference_mode()``.
 
     Args:
-        crf: the CRF layer (its scheme constraints, if any, are part of ``p(z | x)``).
+        crf: the CRF layer or any chain head (its scheme constraints, if any, are part of ``p(z | x)``).
         emissions: ``(B, T, K)`` floating point (computed in float32, or float64 when given float64).
         mask: ``(B, T)`` bool, may have holes; ``None`` for all positions.
         spans: ``B`` lists of spans; ``Span(label, start, end)`` with ``start``/``end`` inclusive *word
@@ -233,7 +233,7 @@ def span_probabilities(
 
 
 def decode_with_confidence(
-    crf: CRF,
+    crf: ChainHead,
     emissions: Tensor,
     mask: Tensor | None,
     labels: Sequence[str],

@@ -263,9 +263,13 @@ CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[f"{c.parent.name}/{c.stem}" for c in CONFIGS])
-def test_every_config_runs(config: Path, tmp_path: Path) -> None:
+def test_every_config_runs(config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each shipped config parses, builds its data and model, and runs one train/val/test batch."""
     from crfhead.data import data_dir
+
+    # The configs' relative paths (runs/..., OnExceptionCheckpoint's dirpath, from which Lightning
+    # resumes automatically) must not see another run's files: run from an empty folder.
+    monkeypatch.chdir(tmp_path)
 
     if "finance" not in config.parts and not data_dir().is_dir():
         pytest.skip(f"shared data not found under {data_dir()}")
