@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from crfhead.backends import resolve
 from crfhead.numerics import EXP_FLOOR, no_autocast, softmax
 from crfhead.potentials import ChainPotentials
 from crfhead.semiring import LogSemiring, MaxSemiring, Semiring
@@ -37,6 +38,7 @@ __all__ = [
     "entropy",
     "forward_scan",
     "log_partition",
+    "log_partition_grads",
     "marginals",
     "max_marginals",
     "score",
@@ -44,6 +46,17 @@ __all__ = [
 
 _LOG = LogSemiring()
 _MAX = MaxSemiring()
+
+
+def _fused(name: str) -> Any:
+    """The module of a fused backend (imported on first use)."""
+    if name == "cpu":
+        from crfhead.backends import cpu
+
+        return cpu
+    from crfhead.backends import gpu
+
+    return gpu
 
 
 class ForwardResult:
@@ -193,6 +206,30 @@ def _chain_grads(
     return node, edge
 
 
+def log_partition_grads(
+    pot: ChainPotentials, grad: Tensor, need_edges: bool, alphas: Tensor | None
+) -> tuple[Tensor | None, ...]:
+    """Gradients of ``sum_b grad[b] * log Z_b`` to (emissions, transitions, start, end, mask).
+
+    The explicit forward-backward; differentiable when gradients are enabled (double backward), in
+    which case ``alphas`` (``(B, T, K)`` from an earlier forward scan) is recomputed.
+    """
+    if alphas is None or torch.is_grad_enabled():
+        alphas = forward_scan(_LOG, pot).alphas[..., 0]
+    betas = backward_scan(_LOG, pot)
+    node, edge = _chain_grads(pot, alphas, betas, need_edges)
+    g_em = grad[:, None, None] * node
+    g_tr: Tensor | None = None
+    if edge is not None:
+        if pot.per_position:
+            g_tr = grad[:, None, None, None] * edge
+        else:
+            g_tr = torch.einsum("b,btij->ij", grad, edge)
+    g_start = torch.einsum("b,btk->k", grad, node * pot.is_first[..., None])
+    g_end = torch.einsum("b,btk->k", grad, node * pot.is_last[..., None])
+    return g_em, g_tr, g_start, g_end, None
+
+
 class _LogPartition(torch.autograd.Function):
     """``log Z`` with the explicit forward-backward as its backward (gradient = marginals)."""
 
@@ -209,30 +246,23 @@ class _LogPartition(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         emissions, transitions, start, end, mask, alphas = ctx.saved_tensors
         pot = ChainPotentials(emissions, transitions, start, end, mask)
-        if torch.is_grad_enabled():
-            # Double backward: recompute the marginals with differentiable operations.
-            alphas = forward_scan(_LOG, pot).alphas[..., 0]
-        betas = backward_scan(_LOG, pot)
-        need_edges = bool(ctx.needs_input_grad[1])
-        node, edge = _chain_grads(pot, alphas, betas, need_edges)
-        g_em = grad[:, None, None] * node
-        g_tr: Tensor | None = None
-        if edge is not None:
-            if pot.per_position:
-                g_tr = grad[:, None, None, None] * edge
-            else:
-                g_tr = torch.einsum("b,btij->ij", grad, edge)
-        g_start = torch.einsum("b,btk->k", grad, node * pot.is_first[..., None])
-        g_end = torch.einsum("b,btk->k", grad, node * pot.is_last[..., None])
-        return g_em, g_tr, g_start, g_end, None
+        return log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), alphas)
 
 
-def log_partition(pot: ChainPotentials) -> Tensor:
+def log_partition(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """``log Z`` of each chain, ``(B,)``: the log-sum-exp of every path's score (0 for empty rows).
 
     Differentiable; the gradient with respect to the emissions is the node marginals.
+
+    Args:
+        pot: the chain potentials.
+        backend: ``"portable"``, ``"cpu"``, ``"triton"`` or ``"auto"`` (default: see
+            :mod:`crfhead.backends`).
     """
     with no_autocast(pot.emissions.device):
+        name = resolve(pot.emissions.device, backend)
+        if name != "portable":
+            return _fused(name).log_partition(pot)  # type: ignore[no-any-return]
         tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
         if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
             out: Tensor = _LogPartition.apply(*tensors, pot.mask)  # type: ignore[no-untyped-call]
@@ -268,13 +298,19 @@ def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
     return total
 
 
-def marginals(pot: ChainPotentials) -> Tensor:
+def marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 at masked positions.
 
-    Computed by an explicit forward-backward (works under ``torch.inference_mode``); differentiable
-    by autograd through the recursions when gradients are enabled.
+    Computed by an explicit forward-backward (works under ``torch.inference_mode``): one fused call on
+    the ``cpu``/``triton`` backends, or the portable recursions, which are differentiable by autograd
+    (used whenever the potentials require gradients and gradients are enabled).
     """
     with no_autocast(pot.emissions.device):
+        name = resolve(pot.emissions.device, backend)
+        tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
+        differentiable = torch.is_grad_enabled() and any(x.requires_grad for x in tensors)
+        if name != "portable" and not differentiable:
+            return _fused(name).marginals(pot)  # type: ignore[no-any-return]
         alphas = forward_scan(_LOG, pot).alphas[..., 0]
         return _node_marginals(pot, alphas, backward_scan(_LOG, pot))
 

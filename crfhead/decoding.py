@@ -18,7 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from crfhead.chain import forward_scan, marginals
+from crfhead.backends import resolve
+from crfhead.chain import _fused, forward_scan, marginals, score
 from crfhead.numerics import IMPOSSIBLE, is_impossible, no_autocast
 from crfhead.potentials import ChainPotentials
 from crfhead.semiring import KMaxSemiring, LogSemiring, MaxSemiring, Semiring
@@ -51,16 +52,28 @@ def _best_paths(semiring: Semiring, pot: ChainPotentials) -> tuple[Tensor, Tenso
     return fwd.total, torch.stack(steps[::-1], dim=2)
 
 
-def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """The highest-scoring path of each chain.
+def viterbi(pot: ChainPotentials, backend: str | None = None) -> tuple[Tensor, Tensor]:
+    """The highest-scoring path of each chain (ties: the lowest tag).
+
+    Args:
+        pot: the chain potentials.
+        backend: ``"portable"``, ``"cpu"``, ``"triton"`` or ``"auto"`` (see :mod:`crfhead.backends`).
 
     Returns:
-        ``(scores, paths)``: ``(B,)`` best score (0 for an empty row) and ``(B, T)`` int64 tags,
-        ``-1`` at masked positions.
+        ``(scores, paths)``: ``(B,)`` best score (0 for an empty row; differentiable, as the score of
+        the path) and ``(B, T)`` int64 tags, ``-1`` at masked positions.
     """
     with no_autocast(pot.emissions.device):
-        scores, paths = _best_paths(MaxSemiring(), pot)
-    return scores[:, 0], paths[:, 0]
+        name = resolve(pot.emissions.device, backend)
+        if name != "portable":
+            fused = _fused(name)
+            scores, paths = fused.viterbi(pot)
+            tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
+            if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+                scores = score(pot, paths)
+            return scores, paths
+        best, all_paths = _best_paths(MaxSemiring(), pot)
+    return best[:, 0], all_paths[:, 0]
 
 
 def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
@@ -81,7 +94,9 @@ def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
     return scores, paths
 
 
-def posterior_decode(pot: ChainPotentials, valid_only: bool = False) -> Tensor:
+def posterior_decode(
+    pot: ChainPotentials, valid_only: bool = False, backend: str | None = None
+) -> Tensor:
     """Posterior-marginal (minimum-Bayes-risk) decoding, ``(B, T)`` int64, ``-1`` at masked positions.
 
     Args:
@@ -89,9 +104,10 @@ def posterior_decode(pot: ChainPotentials, valid_only: bool = False) -> Tensor:
         valid_only: instead of the per-position argmax (which may string together a forbidden bigram),
             return the path of largest expected number of correct tags ``sum_t gamma_t(z_t)`` among
             paths that use no ``IMPOSSIBLE`` start, transition or end.
+        backend: the engine backend for the marginals and the constrained Viterbi.
     """
     with no_autocast(pot.emissions.device):
-        gamma = marginals(pot)  # (B, T, K)
+        gamma = marginals(pot, backend=backend)  # (B, T, K)
         if not valid_only:
             best = gamma.argmax(dim=-1)
             return torch.where(pot.mask, best, torch.full_like(best, -1))
@@ -108,7 +124,7 @@ def posterior_decode(pot: ChainPotentials, valid_only: bool = False) -> Tensor:
             end=gate(pot.end),
             mask=pot.mask,
         )
-        return viterbi(mea)[1]
+        return viterbi(mea, backend=backend)[1]
 
 
 def _gumbel_argmax(logits: Tensor, generator: torch.Generator | None) -> Tensor:

@@ -1,0 +1,122 @@
+"""Backends of the chain engine: which implementation runs ``log_partition``, ``marginals`` and ``viterbi``.
+
+* ``portable``: the PyTorch implementation in :mod:`crfhead.chain` / :mod:`crfhead.decoding` (any
+  device, always available, differentiable to any order; the reference the others are tested against).
+* ``cpu``: a fused native kernel (:mod:`crfhead.backends.cpu`): the whole forward-backward or Viterbi in
+  one call, the batch split over threads. Compiled from ``crfhead/csrc/chain_cpu.cpp`` with the system
+  C++ compiler on first use and cached.
+* ``triton``: fused GPU kernels (:mod:`crfhead.backends.gpu`), one launch per operation, a program per
+  sequence looping over time. Runs on CUDA tensors (and on the CPU under ``TRITON_INTERPRET=1``, for tests).
+
+``auto`` (the default) picks ``cpu`` for CPU tensors and ``triton`` for CUDA tensors when they are
+available, and ``portable`` otherwise, logging once why. Override with the environment variable
+``CRFHEAD_BACKEND``, the :func:`use_backend` context manager, or the ``backend=`` keyword of the engine's
+functions (in that order of increasing precedence). Asking explicitly for an unavailable backend is an
+error. While ``torch.compile``/``torch.export`` trace, the portable backend runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+from collections.abc import Iterator
+
+import torch
+
+__all__ = ["BACKENDS", "available", "resolve", "use_backend"]
+
+BACKENDS = ("auto", "portable", "cpu", "triton")
+_LOG = logging.getLogger("crfhead")
+_CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "crfhead_backend", default=None
+)
+_WARNED: set[str] = set()
+
+
+def _check(name: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown crfhead backend {name!r}; choose one of {BACKENDS}")
+    return name
+
+
+@contextlib.contextmanager
+def use_backend(name: str) -> Iterator[None]:
+    """Run the engine with backend ``name`` inside the ``with`` block."""
+    token = _CURRENT.set(_check(name))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def available(name: str) -> tuple[bool, str]:
+    """Whether backend ``name`` can run here, and if not, why."""
+    _check(name)
+    if name in ("auto", "portable"):
+        return True, ""
+    if name == "cpu":
+        from crfhead.backends import cpu
+
+        return cpu.status()
+    from crfhead.backends import gpu
+
+    return gpu.status()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        _LOG.warning(message)
+
+
+def resolve(device: torch.device, requested: str | None = None) -> str:
+    """The backend to run on tensors of ``device``: ``"portable"``, ``"cpu"`` or ``"triton"``.
+
+    Args:
+        device: where the potentials are.
+        requested: an explicit choice (the engine functions' ``backend=``), else the context's, else
+            ``$CRFHEAD_BACKEND``, else ``"auto"``.
+
+    Raises:
+        ValueError: an unknown name, or a backend that does not run on ``device``.
+        RuntimeError: an explicitly requested backend that is unavailable here (the reason is named).
+    """
+    name = _check(requested or _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto")
+    if torch.compiler.is_compiling():
+        return "portable"
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    if name == "auto":
+        if device.type == "cpu":
+            ok, why = available("cpu")
+            if ok:
+                return "cpu"
+            _warn_once(
+                "cpu",
+                f"crfhead: fused CPU kernel unavailable ({why}); using the portable "
+                "PyTorch backend (slower)",
+            )
+            return "portable"
+        if device.type == "cuda":
+            ok, why = available("triton")
+            if ok:
+                return "triton"
+            _warn_once(
+                "triton",
+                f"crfhead: Triton kernels unavailable ({why}); using the portable "
+                "PyTorch backend (slower)",
+            )
+        return "portable"
+    if name == "portable":
+        return name
+    if name == "cpu" and device.type != "cpu":
+        raise ValueError(f"the cpu backend runs on CPU tensors, got tensors on {device}")
+    if name == "triton" and device.type != "cuda" and not (interpret and device.type == "cpu"):
+        raise ValueError(
+            f"the triton backend runs on CUDA tensors (or CPU ones with TRITON_INTERPRET=1), got {device}"
+        )
+    ok, why = available(name)
+    if not ok:
+        raise RuntimeError(f"crfhead backend {name!r} is unavailable: {why}")
+    return name

@@ -1,0 +1,250 @@
+"""Every fused backend against the portable one and against enumeration (values, gradients, Viterbi
+paths with their tie-breaking) over masks with holes, empty rows, constraints, per-edge transitions and
+dtypes; gradcheck of the fused autograd function; backend selection and the no-compiler fallback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from brute import enumerate_rows
+from helpers import Chain, chains, random_chain
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crfhead import IMPOSSIBLE, make_potentials
+from crfhead.backends import BACKENDS, available, resolve, use_backend
+from crfhead.chain import edge_marginals, log_partition, marginals
+from crfhead.crf import CRF
+from crfhead.decoding import posterior_decode, viterbi
+from crfhead.potentials import ChainPotentials
+
+FUSED = [name for name in ("cpu", "triton") if available(name)[0] and name != "triton"]
+if os.environ.get("TRITON_INTERPRET") == "1" and available("triton")[0]:
+    FUSED.append("triton")
+
+
+def pot_of(c: Chain) -> ChainPotentials:
+    return make_potentials(*c.args())
+
+
+def _constrained(seed: int, B: int, T: int, K: int, per_position: bool) -> Chain:
+    c = random_chain(seed, B, T, K, per_position=per_position)
+    g = torch.Generator().manual_seed(seed + 1)
+    forbid = torch.rand(c.transitions.shape, generator=g) < 0.3
+    c.transitions = torch.where(forbid, torch.full_like(c.transitions, IMPOSSIBLE), c.transitions)
+    c.start = torch.where(torch.rand(K, generator=g) < 0.3, IMPOSSIBLE, c.start)
+    return c
+
+
+pytestmark = pytest.mark.skipif(not FUSED, reason="no fused backend available here")
+
+
+@pytest.mark.parametrize("backend", FUSED)
+@settings(max_examples=40, deadline=None)
+@given(c=chains(max_T=6, max_K=4))
+def test_fused_log_partition_marginals_viterbi_match_enumeration(backend: str, c: Chain) -> None:
+    pot = pot_of(c)
+    rows = enumerate_rows(*c.args())
+    logz = log_partition(pot, backend=backend)
+    torch.testing.assert_close(
+        logz, torch.tensor([r.log_partition for r in rows], dtype=torch.float64)
+    )
+    gamma = marginals(pot, backend=backend)
+    for b, row in enumerate(rows):
+        torch.testing.assert_close(gamma[b], row.node_marginals(), atol=1e-10, rtol=0)
+    scores, paths = viterbi(pot, backend=backend)
+    ref_scores, ref_paths = viterbi(pot, backend="portable")
+    assert torch.equal(paths, ref_paths)  # same tie-breaking (random floats: no ties here)
+    torch.testing.assert_close(scores, ref_scores)
+    for b, row in enumerate(rows):
+        if row.positions:
+            assert scores[b].item() == pytest.approx(row.best()[0], abs=1e-10)
+
+
+@pytest.mark.parametrize("backend", FUSED)
+@pytest.mark.parametrize("per_position", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fused_gradients_match_portable_with_holes_empty_rows_and_constraints(
+    backend: str, per_position: bool, dtype: torch.dtype
+) -> None:
+    c = _constrained(3, 4, 6, 4, per_position)
+    c.mask[2] = False  # an empty row
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    grads = {}
+    for name in ("portable", backend):
+        leaves = [x.detach().to(dtype).requires_grad_(True) for x in c.args()[:4]]
+        pot = make_potentials(*leaves, c.mask)
+        weights = torch.arange(1.0, 5.0, dtype=dtype)  # a non-uniform upstream gradient
+        (log_partition(pot, backend=name) * weights).sum().backward()
+        grads[name] = [x.grad for x in leaves]
+        assert float(log_partition(pot, backend=name)[2].detach()) == 0.0
+    for got, want in zip(grads[backend], grads["portable"], strict=True):
+        torch.testing.assert_close(got, want, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("backend", FUSED)
+def test_fused_log_partition_gradcheck_float64(backend: str) -> None:
+    c = random_chain(5, 3, 5, 3)
+    args = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+
+    def f(em, tr, s, e):
+        return log_partition(make_potentials(em, tr, s, e, c.mask), backend=backend)
+
+    assert torch.autograd.gradcheck(f, args)
+    # Double backward (Hessian-vector products) runs through the portable recursion.
+    assert torch.autograd.gradgradcheck(f, args)
+
+
+@pytest.mark.parametrize("backend", FUSED)
+def test_fused_edge_marginals_and_posterior_decoding_agree(backend: str) -> None:
+    c = _constrained(7, 3, 6, 4, per_position=False)
+    pot = pot_of(c)
+    with use_backend(backend):
+        mbr = posterior_decode(pot, valid_only=True)
+    assert torch.equal(mbr, posterior_decode(pot, valid_only=True, backend="portable"))
+    assert edge_marginals(pot).shape == (3, 5, 4, 4)
+
+
+@pytest.mark.parametrize("backend", FUSED)
+def test_fused_viterbi_breaks_ties_like_portable(backend: str) -> None:
+    # All-equal scores: every path ties; the lowest tag wins at every back-pointer and at the end.
+    pot = make_potentials(torch.zeros(2, 5, 3), torch.zeros(3, 3), None, None, None)
+    paths = viterbi(pot, backend=backend)[1]
+    assert torch.equal(paths, viterbi(pot, backend="portable")[1])
+    assert paths.tolist() == [[0] * 5, [0] * 5]
+    # Integer-valued scores with many ties.
+    g = torch.Generator().manual_seed(0)
+    em = torch.randint(0, 2, (3, 6, 4), generator=g).float()
+    tr = torch.randint(0, 2, (4, 4), generator=g).float()
+    pot = make_potentials(em, tr, None, None, torch.rand(3, 6, generator=g) < 0.8)
+    assert torch.equal(viterbi(pot, backend=backend)[1], viterbi(pot, backend="portable")[1])
+
+
+@pytest.mark.parametrize("backend", FUSED)
+@pytest.mark.parametrize("scale", [1.0, 100.0, 3000.0])
+def test_fused_is_exact_for_scores_of_any_magnitude(backend: str, scale: float) -> None:
+    """Scaled recursions fall back to log space where a normaliser leaves the float range."""
+    g = torch.Generator().manual_seed(11)
+    em = torch.randn(4, 40, 6, generator=g, dtype=torch.float64) * scale
+    tr = torch.randn(6, 6, generator=g, dtype=torch.float64) * scale
+    pot64 = make_potentials(em, tr, None, None, None)
+    pot32 = make_potentials(em.float(), tr.float(), None, None, None)
+    want = log_partition(pot64, backend="portable")
+    got = log_partition(pot32, backend=backend).double()
+    assert float(((got - want) / want.abs().clamp(min=1)).abs().max()) < 1e-5
+    torch.testing.assert_close(
+        marginals(pot32, backend=backend).double(),
+        marginals(pot64, backend="portable"),
+        atol=1e-5,
+        rtol=0,
+    )
+
+
+@pytest.mark.parametrize("backend", FUSED)
+def test_fused_handles_length_zero_and_one_and_half_inputs(backend: str) -> None:
+    for T in (0, 1):
+        pot = make_potentials(torch.randn(3, T, 4), torch.randn(4, 4), None, None, None)
+        torch.testing.assert_close(
+            log_partition(pot, backend=backend), log_partition(pot, backend="portable")
+        )
+        assert torch.equal(viterbi(pot, backend=backend)[1], viterbi(pot, backend="portable")[1])
+    crf = CRF(4)
+    em = torch.randn(2, 5, 4).to(torch.bfloat16)
+    tags = torch.randint(0, 4, (2, 5))
+    with use_backend(backend):
+        loss = crf.nll(em, tags)
+    torch.testing.assert_close(loss, crf.nll(em.float(), tags))
+
+
+def test_backend_selection_rules() -> None:
+    assert resolve(torch.device("cpu"), "portable") == "portable"
+    with pytest.raises(ValueError, match="unknown crfhead backend 'fast'"):
+        resolve(torch.device("cpu"), "fast")
+    with pytest.raises(ValueError, match="the cpu backend runs on CPU tensors"):
+        resolve(torch.device("meta"), "cpu")
+    with use_backend("portable"):
+        assert resolve(torch.device("cpu")) == "portable"
+        assert resolve(torch.device("cpu"), "auto") in ("cpu", "portable")
+    assert set(BACKENDS) == {"auto", "portable", "cpu", "triton"}
+    if FUSED and "cpu" in FUSED:
+        assert resolve(torch.device("cpu")) == "cpu"
+
+
+def test_without_a_compiler_auto_falls_back_with_one_log_line(tmp_path: Path) -> None:
+    code = """
+import logging, torch
+logging.basicConfig(level=logging.WARNING)
+from crfhead import CRF
+from crfhead.backends import available, resolve
+crf = CRF(3)
+em = torch.randn(2, 4, 3)
+crf.nll(em, torch.zeros(2, 4, dtype=torch.long)).backward()
+crf.decode(em)
+print("AVAILABLE", available("cpu"))
+print("RESOLVED", resolve(torch.device("cpu")))
+try:
+    resolve(torch.device("cpu"), "cpu")
+except RuntimeError as err:
+    print("EXPLICIT", err)
+"""
+    env = {**os.environ, "CXX": "no-such-compiler", "CRFHEAD_CACHE": str(tmp_path)}
+    env.pop("CRFHEAD_BACKEND", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RESOLVED portable" in done.stdout
+    assert "EXPLICIT crfhead backend 'cpu' is unavailable: no C++ compiler found" in done.stdout
+    warnings = [line for line in done.stderr.splitlines() if "fused CPU kernel unavailable" in line]
+    assert len(warnings) == 1, done.stderr
+    assert "using the portable PyTorch backend (slower)" in warnings[0]
+
+
+def test_the_cpu_library_is_cached_by_source_hash(tmp_path: Path) -> None:
+    from crfhead.backends import cpu
+
+    if not cpu.status()[0]:
+        pytest.skip("no compiler")
+    env_before = os.environ.get("CRFHEAD_CACHE")
+    os.environ["CRFHEAD_CACHE"] = str(tmp_path)
+    try:
+        path = cpu.library_path(os.environ.get("CXX") or "c++")
+        assert path.parent == tmp_path and path.name.startswith("chain_cpu_")
+    finally:
+        if env_before is None:
+            del os.environ["CRFHEAD_CACHE"]
+        else:
+            os.environ["CRFHEAD_CACHE"] = env_before
+
+
+@pytest.mark.parametrize("backend", FUSED)
+def test_fused_and_portable_agree_on_long_chains(backend: str) -> None:
+    c = random_chain(21, 4, 1000, 9, holes=True, dtype=torch.float32)
+    pot = pot_of(c)
+    pot64 = make_potentials(*(x.double() for x in c.args()[:4]), c.mask)
+    torch.testing.assert_close(
+        log_partition(pot, backend=backend).double(),
+        log_partition(pot64, backend="portable"),
+        rtol=1e-6,
+        atol=1e-3,
+    )
+    torch.testing.assert_close(
+        marginals(pot, backend=backend).double(),
+        marginals(pot64, backend="portable"),
+        atol=1e-5,
+        rtol=0,
+    )
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_posterior_decode_accepts_a_backend(seed: int) -> None:
+    c = random_chain(seed, 2, 4, 3)
+    pot = pot_of(c)
+    for name in ("portable", *FUSED):
+        assert torch.equal(posterior_decode(pot, backend=name), posterior_decode(pot))
