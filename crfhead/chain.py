@@ -41,6 +41,7 @@ __all__ = [
     "log_partition_grads",
     "marginals",
     "max_marginals",
+    "nll",
     "score",
 ]
 
@@ -296,6 +297,24 @@ def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
             pair = pot.transitions[prev, cur]
         total = total + torch.where(edge_on, pair, zero).sum(1)
     return total
+
+
+def nll(pot: ChainPotentials, tags: Tensor, backend: str | None = None) -> tuple[Tensor, Tensor]:
+    """The CRF loss per chain and the gold score: ``(log Z - score(tags), score(tags))``, each ``(B,)``.
+
+    The first is differentiable, its gradient the marginals minus the gold path's indicators; on the
+    ``cpu`` backend both come from one native call. The gold score carries no gradient.
+
+    Args:
+        pot: the chain potentials.
+        tags: ``(B, T)`` int64, in ``[0, K)`` at unmasked positions (ignored elsewhere).
+        backend: see :mod:`crfhead.backends`.
+    """
+    with no_autocast(pot.emissions.device):
+        if resolve(pot.emissions.device, backend) == "cpu":
+            return _fused("cpu").nll(pot, tags)  # type: ignore[no-any-return]
+        gold = score(pot, tags)
+        return log_partition(pot, backend) - gold, gold.detach()
 
 
 def marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:

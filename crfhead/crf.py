@@ -104,8 +104,9 @@ class CRF(ChainHead):
         """
         self._check_reduction(reduction)
         pot = self.potentials(emissions, mask)
-        gold = self.gold_score(pot, emissions, tags)
-        return reduce_loss(chain.log_partition(pot) - gold, pot.mask, reduction)
+        losses, gold = chain.nll(pot, self._check_tags(emissions, tags, pot.mask))
+        self.check_gold(gold)
+        return reduce_loss(losses, pot.mask, reduction)
 
     def loss(
         self,

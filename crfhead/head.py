@@ -145,6 +145,15 @@ class ChainHead(nn.Module):
                 message names the sequences and points to :func:`crfhead.constraints.repair_tags`.
         """
         gold = chain.score(pot, self._check_tags(emissions, tags, pot.mask))
+        self.check_gold(gold)
+        return gold
+
+    def check_gold(self, gold: Tensor) -> None:
+        """Refuse gold scores ``(B,)`` that contain a forbidden event of a constrained head.
+
+        Raises:
+            ValueError: naming the sequences and pointing to :func:`crfhead.constraints.repair_tags`.
+        """
         if self.constrained and not is_tracing():
             broken = is_impossible(gold)
             if bool(broken.any()):
@@ -154,7 +163,6 @@ class ChainHead(nn.Module):
                     "(an invalid start, transition or end); repair them with "
                     "crfhead.constraints.repair_tags before training"
                 )
-        return gold
 
     @staticmethod
     def _check_reduction(reduction: str) -> None:
@@ -223,7 +231,8 @@ class ChainHead(nn.Module):
 
     def decode(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Viterbi paths, ``(B, T)`` int64, ``-1`` where masked."""
-        return self.viterbi(emissions, mask)[1]
+        with torch.no_grad():  # paths carry no gradient: skip the differentiable path score
+            return self.viterbi(emissions, mask)[1]
 
     def topk(self, emissions: Tensor, k: int, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)``; missing: ``-inf`` and ``-1``."""

@@ -175,8 +175,14 @@ def make_potentials(
         if x.device != device:
             raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
 
+    tracing = torch.compiler.is_compiling()
+
     def prep(x: Tensor) -> Tensor:
-        return x.to(dtype).clamp(min=IMPOSSIBLE)
+        x = x.to(dtype)
+        # Clamp only where needed: a clamp on every call costs an op and an autograd node per tensor.
+        if tracing or (x.numel() > 0 and bool(x.min() < IMPOSSIBLE)):
+            x = x.clamp(min=IMPOSSIBLE)
+        return x
 
     return ChainPotentials(
         emissions=prep(emissions),

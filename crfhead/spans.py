@@ -108,7 +108,9 @@ def _span_cases(span: Span, times: Sequence[int], sets: _TagSets) -> list[list[_
     return cases
 
 
-def _parse_labels(crf: ChainHead, labels: Sequence[str], scheme: str) -> list[tuple[str, str | None]]:
+def _parse_labels(
+    crf: ChainHead, labels: Sequence[str], scheme: str
+) -> list[tuple[str, str | None]]:
     if len(labels) != crf.num_tags:
         raise ValueError(f"got {len(labels)} labels for a CRF with num_tags={crf.num_tags}")
     if crf.labels is not None and list(labels) != crf.labels:

@@ -85,6 +85,7 @@ import torch
 from torch import Tensor, nn
 
 from crfhead import CRF
+from crfhead.backends import resolve, use_backend
 
 try:
     import torchcrf
@@ -100,7 +101,10 @@ except ImportError:  # pragma: no cover - optional with --skip-struct
 warnings.filterwarnings("ignore", message=".*does not define `arg_constraints`")
 
 DEFAULT_SIZES = [(32, 50, 9), (64, 128, 17), (16, 512, 17), (32, 50, 64), (8, 1024, 9)]
-LIBS = ("crfhead", "pytorch-crf", "torch-struct")
+LIBS = ("crfhead", "crfhead-portable", "pytorch-crf", "torch-struct")
+"""``crfhead`` runs the engine's backend for the device (``--backend``, default ``auto``: the fused
+C++ kernel on CPU, the Triton kernels on CUDA); ``crfhead-portable`` the same layer on the portable
+PyTorch backend."""
 ANCHORS = ("pytorch-crf", "torch-struct")
 OPS = ("loss", "decode", "marginals")
 CAPPED_REPEATS = 3
@@ -294,6 +298,17 @@ def build_ops(
     ops["crfhead", "loss"] = ours_loss
     ops["crfhead", "decode"] = ours_decode
     ops["crfhead", "marginals"] = ours_marginals
+
+    def portable(fn: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            with use_backend("portable"):
+                return fn()
+
+        return run
+
+    ops["crfhead-portable", "loss"] = portable(ours_loss)
+    ops["crfhead-portable", "decode"] = portable(ours_decode)
+    ops["crfhead-portable", "marginals"] = portable(ours_marginals)
 
     # pytorch-crf
     theirs = inp.theirs
@@ -735,7 +750,8 @@ def header_lines(device: torch.device, args: argparse.Namespace, elapsed_s: floa
         f"torch threads {torch.get_num_threads()}",
         f"other processes: 1-min load average {load} before the run; during the run they used "
         f"{contention(args, elapsed_s)} (timings are only trustworthy near 0)",
-        f"device: {dev}",
+        f"device: {dev}; crfhead backend: {args.backend_used} ('crfhead' columns), portable "
+        "('crfhead-portable')",
         f"python {platform.python_version()}, torch {torch.__version__}, "
         f"crfhead {version('crfhead')} ({git_revision()}), pytorch-crf {version('pytorch-crf')}, "
         f"torch-struct {version('torch-struct')}",
@@ -781,13 +797,13 @@ def op_table(
 ) -> tuple[list[str], list[list[str]]]:
     head = ["B", "T", "K", "lengths"]
     head += [f"{lib} ms" for lib in LIBS]
-    head += [f"{a} / crfhead" for a in ANCHORS]
+    head += [f"{a} / crfhead" for a in (*ANCHORS, "crfhead-portable")]
     head += [f"{lib} MiB" for lib in LIBS]
     rows = []
     for case, res in zip(cases, results, strict=True):
         row = [str(case.B), str(case.T), str(case.K), "var" if case.variable else "full"]
         row += [fmt_ms(res[lib, op]) for lib in LIBS]
-        row += [fmt_ratio(res[a, op], res["crfhead", op]) for a in ANCHORS]
+        row += [fmt_ratio(res[a, op], res["crfhead", op]) for a in (*ANCHORS, "crfhead-portable")]
         row += [fmt_mib(res[lib, op]) for lib in LIBS]
         rows.append(row)
     return head, rows
@@ -903,15 +919,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-struct", action="store_true", help="leave torch-struct out")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory calls")
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        help="crfhead's backend for the 'crfhead' column (auto, cpu, ...)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 1:
         parser.error("--repeats and --warmup must be >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: CUDA is not available")
     device = torch.device(args.device)
+    os.environ["CRFHEAD_BACKEND"] = args.backend
+    args.backend_used = resolve(device, args.backend)
     libs: tuple[str, ...] = LIBS
     if args.skip_struct:
-        libs = ("crfhead", "pytorch-crf")
+        libs = ("crfhead", "crfhead-portable", "pytorch-crf")
     elif torch_struct is None:
         parser.error(
             "torch-struct is missing: pip install --no-deps torch-struct==0.5 or --skip-struct"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Set up .venv, then run the checks CI runs: ruff, ruff format --check, mypy on the core, pytest.
+# Set up .venv, then run the checks CI runs: ruff, ruff format --check, mypy on the core, pytest
+# (engine on its default backend, the fused CPU kernel where a compiler exists), the core again on the
+# portable backend, and the Triton kernels on the CPU through Triton's interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -7,3 +9,6 @@ bash scripts/setup.sh
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"
+CRFHEAD_BACKEND=portable .venv/bin/python -m pytest -q -p no:cacheprovider \
+  tests/test_chain.py tests/test_crf.py tests/test_heads.py tests/test_theory.py
+TRITON_INTERPRET=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_backends.py -k triton

@@ -45,7 +45,7 @@ pytestmark = pytest.mark.skipif(not FUSED, reason="no fused backend available he
 
 
 @pytest.mark.parametrize("backend", FUSED)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(c=chains(max_T=6, max_K=4))
 def test_fused_log_partition_marginals_viterbi_match_enumeration(backend: str, c: Chain) -> None:
     pot = pot_of(c)

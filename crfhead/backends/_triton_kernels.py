@@ -1,3 +1,4 @@
+# mypy: disable-error-code="untyped-decorator"
 """Triton kernels of the chain dynamic programs (imported by :mod:`crfhead.backends.gpu` on first use).
 
 One program per sequence; the program loops over time with the ``K``-vector state in registers and the
@@ -154,9 +155,8 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
             have_next = have_next | on.to(tl.int32)
         tl.store(first_ptr + b * K + offs, g_first, mask=kin)
         tl.store(last_ptr + b * K + offs, g_last, mask=kin)
-        if WANT_EDGE:
-            if not PER_POSITION:
-                tl.store(edge_ptr + b * K * K + rows * K + cols, acc, mask=tile_in)
+        if WANT_EDGE and not PER_POSITION:
+            tl.store(edge_ptr + b * K * K + rows * K + cols, acc, mask=tile_in)
 
 
 @triton.jit

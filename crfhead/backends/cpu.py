@@ -42,8 +42,17 @@ __all__ = [
 ]
 
 SOURCE = Path(__file__).resolve().parents[1] / "csrc" / "chain_cpu.cpp"
-FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-pthread")
-_ABI = 1
+FLAGS = (
+    "-O3",
+    "-march=native",
+    "-fopenmp-simd",  # honour the '#pragma omp simd' loops (no OpenMP runtime)
+    "-fno-math-errno",
+    "-std=c++17",
+    "-shared",
+    "-fPIC",
+    "-pthread",
+)
+_ABI = 3
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _error: str | None = None
@@ -101,6 +110,9 @@ def _build() -> ctypes.CDLL:
         fb = getattr(cdll, f"crfhead_forward_backward_{suffix}")
         fb.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p, p, c_int]
         fb.restype = None
+        nll = getattr(cdll, f"crfhead_nll_grad_{suffix}")
+        nll.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p, p, p, p, c_int]
+        nll.restype = None
         vit = getattr(cdll, f"crfhead_viterbi_{suffix}")
         vit.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, c_int]
         vit.restype = None
@@ -122,6 +134,11 @@ def status() -> tuple[bool, str]:
     """Whether the kernel is built and loadable (building it if needed), and if not, why."""
     lib = _load()
     return lib is not None, _error or ""
+
+
+def _threads() -> int:
+    """Threads the kernel splits the batch over: ``$CRFHEAD_CPU_THREADS``, else torch's intra-op count."""
+    return max(1, int(os.environ.get("CRFHEAD_CPU_THREADS") or torch.get_num_threads()))
 
 
 def _suffix(dtype: torch.dtype) -> str:
@@ -162,7 +179,7 @@ def forward_backward(
     args, keep = _args(pot)
     em = keep[0]
     B, T, K = em.shape
-    new = torch.zeros
+    new = torch.empty  # the kernel zeroes what it does not write
     opts: dict[str, Any] = {"dtype": em.dtype}
     logz = new(B, **opts)
     node = new(B, T, K, **opts) if marginals or edges else None
@@ -176,7 +193,7 @@ def forward_backward(
         return None if x is None else x.data_ptr()
 
     fn = getattr(lib, f"crfhead_forward_backward_{_suffix(em.dtype)}")
-    fn(*args, ptr(logz), ptr(node), ptr(edge), ptr(first), ptr(last), torch.get_num_threads())
+    fn(*args, ptr(logz), ptr(node), ptr(edge), ptr(first), ptr(last), _threads())
     del keep
     return logz, node, edge, first, last
 
@@ -223,6 +240,129 @@ def log_partition(pot: ChainPotentials) -> Tensor:
     return forward_backward(pot, marginals=False)[0]
 
 
+class _FusedNLL(torch.autograd.Function):
+    """``log Z - score(tags)`` and the gold score, gradients (marginals - gold counts) from one call."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        emissions: Tensor,
+        transitions: Tensor,
+        start: Tensor,
+        end: Tensor,
+        mask: Tensor,
+        tags: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        pot = ChainPotentials(emissions, transitions, start, end, mask)
+        lib = _load()
+        if lib is None:
+            raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
+        args, keep = _args(pot)
+        em = keep[0]
+        B, T, K = em.shape
+        need = ctx.needs_input_grad
+        grads = any(need[:4])
+        opts: dict[str, Any] = {"dtype": em.dtype}
+        new = torch.empty  # the kernel zeroes what it does not write
+        logz, gold = new(B, **opts), new(B, **opts)
+        node = new(B, T, K, **opts) if grads else None
+        edge = None
+        if grads and need[1]:
+            shape = (B, max(T - 1, 0), K, K) if pot.per_position else (B, K, K)
+            edge = new(shape, **opts)
+        first = new(B, K, **opts) if grads else None
+        last = new(B, K, **opts) if grads else None
+        gold_tags = torch.where(mask, tags, torch.zeros_like(tags)).contiguous()
+
+        def ptr(x: Tensor | None) -> int | None:
+            return None if x is None else x.data_ptr()
+
+        fn = getattr(lib, f"crfhead_nll_grad_{_suffix(em.dtype)}")
+        fn(
+            *args,
+            gold_tags.data_ptr(),
+            ptr(logz),
+            ptr(gold),
+            ptr(node),
+            ptr(edge),
+            ptr(first),
+            ptr(last),
+            _threads(),
+        )
+        del keep
+        ctx.per_position = pot.per_position
+        ctx.save_for_backward(
+            emissions, transitions, start, end, mask, gold_tags, node, edge, first, last
+        )
+        ctx.mark_non_differentiable(gold)
+        return logz - gold, gold
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, _gold: Tensor | None) -> tuple[Tensor | None, ...]:
+        emissions, transitions, start, end, mask, tags, node, edge, first, last = ctx.saved_tensors
+        if torch.is_grad_enabled():
+            # Double backward: log Z's gradient recomputed differentiably; the gold counts are constant.
+            from crfhead.chain import log_partition_grads, score
+
+            pot = ChainPotentials(emissions, transitions, start, end, mask)
+            g = log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), None)
+            with torch.enable_grad():
+                em_, tr_, st_, en_ = (
+                    x.detach().requires_grad_(True) for x in (emissions, transitions, start, end)
+                )
+                gold = score(ChainPotentials(em_, tr_, st_, en_, mask), tags)
+                counts = torch.autograd.grad(gold, (em_, tr_, st_, en_), grad, allow_unused=True)
+            out = [
+                None if a is None else a - (0 if c is None else c)
+                for a, c in zip(g[:4], counts, strict=True)
+            ]
+            return (*out, None, None)
+        g_tr: Tensor | None = None
+        if edge is not None:
+            if ctx.per_position:
+                g_tr = grad[:, None, None, None] * edge
+            else:
+                g_tr = torch.einsum("b,bij->ij", grad, edge)
+        return grad[:, None, None] * node, g_tr, grad @ first, grad @ last, None, None
+
+
+def nll(pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:
+    """``(log Z - score(tags), score(tags))``, each ``(B,)``; the first differentiable.
+
+    Args:
+        pot: the chain potentials.
+        tags: ``(B, T)`` int64 gold tags, in range at unmasked positions (read nowhere else).
+    """
+    tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
+    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+        out: tuple[Tensor, Tensor] = _FusedNLL.apply(  # type: ignore[no-untyped-call]
+            *tensors, pot.mask, tags
+        )
+        return out
+    lib = _load()
+    if lib is None:
+        raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
+    args, keep = _args(pot)
+    B = keep[0].shape[0]
+    logz = torch.empty(B, dtype=keep[0].dtype)
+    gold = torch.empty(B, dtype=keep[0].dtype)
+    gold_tags = torch.where(pot.mask, tags, torch.zeros_like(tags)).contiguous()
+    fn = getattr(lib, f"crfhead_nll_grad_{_suffix(keep[0].dtype)}")
+    fn(
+        *args,
+        gold_tags.data_ptr(),
+        logz.data_ptr(),
+        gold.data_ptr(),
+        None,
+        None,
+        None,
+        None,
+        _threads(),
+    )
+    del keep
+    return logz - gold, gold
+
+
 def marginals(pot: ChainPotentials) -> Tensor:
     """Node marginals ``(B, T, K)`` (no autograd history)."""
     node = forward_backward(pot, marginals=True)[1]
@@ -238,9 +378,9 @@ def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
     args, keep = _args(pot)
     em = keep[0]
     B, T, _ = em.shape
-    scores = torch.zeros(B, dtype=em.dtype)
-    paths = torch.full((B, T), -1, dtype=torch.long)
+    scores = torch.empty(B, dtype=em.dtype)  # the kernel writes every entry
+    paths = torch.empty((B, T), dtype=torch.long)
     fn = getattr(lib, f"crfhead_viterbi_{_suffix(em.dtype)}")
-    fn(*args, scores.data_ptr(), paths.data_ptr(), torch.get_num_threads())
+    fn(*args, scores.data_ptr(), paths.data_ptr(), _threads())
     del keep
     return scores, paths

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -64,30 +65,57 @@ struct Chain {
   }
 };
 
+// exp for float that the compiler vectorises (Cephes-style: Cody-Waite range reduction and a degree-6
+// polynomial, relative error below 2e-7); arguments are clamped to [-87, 88], and exp(-87) ~ 1.6e-38 is
+// the same floor as crfhead.numerics.EXP_FLOOR, below which the portable engine also flushes to 0.
+inline float fast_exp(float x) {
+  x = std::min(88.0f, std::max(-87.0f, x));
+  const float n = std::nearbyint(x * 1.44269504088896341f);
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t e = static_cast<int32_t>(n) + 127;
+  float scale;
+  const int32_t bits = e << 23;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+inline double fast_exp(double x) { return std::exp(x); }
+
 template <typename S>
-double max_of(const S* x, int64_t n) {
-  double m = kNegInf;
-  for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(x[i]));
+S max_of(const S* x, int64_t n) {
+  S m = -std::numeric_limits<S>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
   return m;
 }
 
 // out = exp(x - max x) (n values); returns max x.
 template <typename S>
 double exp_shifted(const S* x, int64_t n, S* out) {
-  const double m = max_of(x, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<S>(std::exp(static_cast<double>(x[i]) - m));
-  return m;
+  const S m = max_of(x, n);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = fast_exp(x[i] - m);
+  return static_cast<double>(m);
 }
 
 // v /= sum(v); returns log sum(v), or NaN when the sum is below Tiny (the step left the range).
 template <typename S>
 double normalise(S* v, int64_t K) {
-  double s = 0.0;
-  for (int64_t k = 0; k < K; ++k) s += static_cast<double>(v[k]);
-  if (!(s > Tiny<S>::value)) return std::numeric_limits<double>::quiet_NaN();
-  const S inv = static_cast<S>(1.0 / s);
+  S s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t k = 0; k < K; ++k) s += v[k];
+  if (!(static_cast<double>(s) > Tiny<S>::value)) return std::numeric_limits<double>::quiet_NaN();
+  const S inv = S(1) / s;
+#pragma omp simd
   for (int64_t k = 0; k < K; ++k) v[k] *= inv;
-  return std::log(s);
+  return std::log(static_cast<double>(s));
 }
 
 double logsumexp(const double* x, int64_t n) {
@@ -103,7 +131,7 @@ double logsumexp(const double* x, int64_t n) {
 template <typename S>
 struct Work {
   std::vector<int64_t> pos;
-  std::vector<S> A, beta, prev_beta, w, P;
+  std::vector<S> A, E, beta, prev_beta, w, P;
   std::vector<double> prod, la, lb, tmp;
 };
 
@@ -179,6 +207,7 @@ bool scaled_one(const Chain<S>& c, int64_t b, const S* P_shared, double pmax_sha
   const int64_t K = c.K, n = static_cast<int64_t>(w.pos.size());
   const auto& pos = w.pos;
   w.A.assign(n * K, S(0));
+  w.E.resize(n * K);
   w.w.resize(K);
   w.P.resize(c.per_position ? K * K : 0);
   // ---- forward
@@ -198,10 +227,13 @@ bool scaled_one(const Chain<S>& c, int64_t b, const S* P_shared, double pmax_sha
       const S a = prev[j];
       if (a == S(0)) continue;
       const S* row = Pm + j * K;
+#pragma omp simd
       for (int64_t k = 0; k < K; ++k) cur[k] += a * row[k];
     }
-    const double emax = exp_shifted(c.emission(b, pos[i]), K, w.w.data());
-    for (int64_t k = 0; k < K; ++k) cur[k] *= w.w[k];
+    S* Ei = w.E.data() + i * K;  // exp(em - max), kept for the backward pass
+    const double emax = exp_shifted(c.emission(b, pos[i]), K, Ei);
+#pragma omp simd
+    for (int64_t k = 0; k < K; ++k) cur[k] *= Ei[k];
     const double ls = normalise(cur, K);
     if (std::isnan(ls)) return false;
     log_scale += ls + pmax + emax;
@@ -244,11 +276,13 @@ bool scaled_one(const Chain<S>& c, int64_t b, const S* P_shared, double pmax_sha
       exp_shifted(c.edge(b, pos[i]), K * K, w.P.data());
       Pm = w.P.data();
     }
-    exp_shifted(c.emission(b, pos[i]), K, w.w.data());
-    for (int64_t k = 0; k < K; ++k) w.w[k] *= w.beta[k];
+    const S* Ei = w.E.data() + i * K;
+#pragma omp simd
+    for (int64_t k = 0; k < K; ++k) w.w[k] = Ei[k] * w.beta[k];
     for (int64_t j = 0; j < K; ++j) {
       const S* row = Pm + j * K;
       S acc = 0;
+#pragma omp simd reduction(+ : acc)
       for (int64_t k = 0; k < K; ++k) acc += row[k] * w.w[k];
       w.prev_beta[j] = acc;
     }
@@ -264,6 +298,7 @@ bool scaled_one(const Chain<S>& c, int64_t b, const S* P_shared, double pmax_sha
         if (aj == S(0)) continue;
         const S* row = Pm + j * K;
         S* xr = x + j * K;
+#pragma omp simd
         for (int64_t k = 0; k < K; ++k) xr[k] += aj * row[k] * w.w[k];
       }
     }
@@ -301,8 +336,41 @@ void parallel_rows(int64_t B, int num_threads, F&& body) {
   for (auto& th : pool) th.join();
 }
 
+// The loss gradient: subtract the gold path's indicators from the marginals (node, edge, first, last)
+// and write the gold path's score. tags (B, T) int64, read at unmasked positions only.
 template <typename S>
-void forward_backward(const Chain<S>& c, const Out<S>& out, int num_threads) {
+void subtract_gold(const Chain<S>& c, int64_t b, const std::vector<int64_t>& pos, const int64_t* tags,
+                   S* gold, const Out<S>& out) {
+  const int64_t K = c.K, T = c.T, n = static_cast<int64_t>(pos.size());
+  double total = 0.0;
+  int64_t prev = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = pos[i];
+    const int64_t z = tags[b * T + t];
+    total += c.emission(b, t)[z];
+    if (out.node) out.node[(b * T + t) * K + z] -= S(1);
+    if (i == 0) {
+      total += c.start[z];
+      if (out.first) out.first[b * K + z] -= S(1);
+    } else {
+      total += c.edge(b, t)[prev * K + z];
+      if (out.edge) {
+        S* x = c.per_position ? out.edge + (b * (T - 1) + (t - 1)) * K * K : out.edge + b * K * K;
+        x[prev * K + z] -= S(1);
+      }
+    }
+    if (i == n - 1) {
+      total += c.end[z];
+      if (out.last) out.last[b * K + z] -= S(1);
+    }
+    prev = z;
+  }
+  if (gold) gold[b] = static_cast<S>(total);
+}
+
+template <typename S>
+void forward_backward(const Chain<S>& c, const Out<S>& out, int num_threads, const int64_t* tags = nullptr,
+                      S* gold = nullptr) {
   const int64_t K = c.K;
   std::vector<S> P_shared;
   double pmax = 0.0;
@@ -313,12 +381,19 @@ void forward_backward(const Chain<S>& c, const Out<S>& out, int num_threads) {
   parallel_rows(c.B, num_threads, [&](int64_t lo, int64_t hi) {
     Work<S> w;
     for (int64_t b = lo; b < hi; ++b) {
+      // Outputs arrive uninitialised: zero this sequence's part (masked rows stay 0).
+      clear_one(c, b, out);
+      if (out.logz) out.logz[b] = S(0);
+      if (gold) gold[b] = S(0);
+      if (out.first) std::fill(out.first + b * c.K, out.first + (b + 1) * c.K, S(0));
+      if (out.last) std::fill(out.last + b * c.K, out.last + (b + 1) * c.K, S(0));
       c.positions(b, w.pos);
       if (w.pos.empty()) continue;
       if (!scaled_one(c, b, P_shared.data(), pmax, w, out)) {
         clear_one(c, b, out);
         log_space_one(c, b, w, out);
       }
+      if (tags != nullptr) subtract_gold(c, b, w.pos, tags, gold, out);
     }
   });
 }
@@ -326,6 +401,11 @@ void forward_backward(const Chain<S>& c, const Out<S>& out, int num_threads) {
 template <typename S>
 void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int num_threads) {
   const int64_t K = c.K, T = c.T;
+  const bool transpose = !c.per_position && K >= 32;
+  std::vector<S> trT(transpose ? K * K : 0);  // [to][from]
+  if (transpose)
+    for (int64_t j = 0; j < K; ++j)
+      for (int64_t k = 0; k < K; ++k) trT[k * K + j] = c.trans[j * K + k];
   parallel_rows(c.B, num_threads, [&](int64_t lo, int64_t hi) {
     std::vector<int64_t> pos;
     std::vector<S> delta(K), next(K);
@@ -344,16 +424,40 @@ void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int num_threads) {
       for (int64_t i = 1; i < n; ++i) {
         const S* tr = c.edge(b, pos[i]);
         int32_t* bp = back.data() + i * K;
+        // Branch-free (vectorised with blends); the strict '>' over ascending j keeps the lowest
+        // previous tag on ties, as torch.max does.
+        if (!trT.empty()) {
+          // Shared transitions, K >= 32, transposed once: for each k a max-reduction over contiguous
+          // j in registers, then the lowest j attaining it (a min-reduction), both vectorised. (For
+          // small K the horizontal reductions cost more than the blend loop below.)
+          for (int64_t k = 0; k < K; ++k) {
+            const S* col = trT.data() + k * K;
+            S m = -std::numeric_limits<S>::infinity();
+#pragma omp simd reduction(max : m)
+            for (int64_t j = 0; j < K; ++j) m = std::max(m, delta[j] + col[j]);
+            int32_t arg = static_cast<int32_t>(K);
+#pragma omp simd reduction(min : arg)
+            for (int64_t j = 0; j < K; ++j)
+              arg = std::min(arg, delta[j] + col[j] == m ? static_cast<int32_t>(j) : arg);
+            next[k] = m;
+            bp[k] = arg < K ? arg : 0;
+          }
+          const S* e = c.emission(b, pos[i]);
+          for (int64_t k = 0; k < K; ++k) delta[k] = next[k] + e[k];
+          continue;
+        }
         for (int64_t k = 0; k < K; ++k) next[k] = -std::numeric_limits<S>::infinity();
-        for (int64_t j = 0; j < K; ++j) {  // j ascending with a strict '>': ties keep the lowest j
+        for (int64_t k = 0; k < K; ++k) bp[k] = 0;
+        for (int64_t j = 0; j < K; ++j) {
           const S d = delta[j];
           const S* row = tr + j * K;
+          const int32_t jj = static_cast<int32_t>(j);
+#pragma omp simd
           for (int64_t k = 0; k < K; ++k) {
             const S cand = d + row[k];
-            if (cand > next[k]) {
-              next[k] = cand;
-              bp[k] = static_cast<int32_t>(j);
-            }
+            const bool gt = cand > next[k];
+            next[k] = gt ? cand : next[k];
+            bp[k] = gt ? jj : bp[k];
           }
         }
         const S* e = c.emission(b, pos[i]);
@@ -385,7 +489,7 @@ Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const 
 
 extern "C" {
 
-int crfhead_abi_version() { return 1; }
+int crfhead_abi_version() { return 3; }
 
 #define CRFHEAD_DEFINE(SUFFIX, S)                                                                          \
   void crfhead_forward_backward_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,       \
@@ -394,6 +498,13 @@ int crfhead_abi_version() { return 1; }
                                          int num_threads) {                                                 \
     forward_backward(chain(em, trans, start, end, mask, B, T, K, per_position),                            \
                      Out<S>{logz, node, edge, first, last}, num_threads);                                   \
+  }                                                                                                         \
+  void crfhead_nll_grad_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,                \
+                                 const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,   \
+                                 const int64_t* tags, S* logz, S* gold, S* node, S* edge, S* first,       \
+                                 S* last, int num_threads) {                                               \
+    forward_backward(chain(em, trans, start, end, mask, B, T, K, per_position),                            \
+                     Out<S>{logz, node, edge, first, last}, num_threads, tags, gold);                       \
   }                                                                                                         \
   void crfhead_viterbi_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,                 \
                                 const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,     \
