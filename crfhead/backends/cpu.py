@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from crfhead.backends.fused import fused_log_partition, scale_grads
 from crfhead.potentials import ChainPotentials
 
 __all__ = [
@@ -198,46 +199,9 @@ def forward_backward(
     return logz, node, edge, first, last
 
 
-class _FusedLogPartition(torch.autograd.Function):
-    """``log Z`` whose forward also computes the marginals the backward needs (one native call)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
-    ) -> Tensor:
-        pot = ChainPotentials(emissions, transitions, start, end, mask)
-        need_edges = bool(ctx.needs_input_grad[1])
-        logz, node, edge, first, last = forward_backward(pot, marginals=True, edges=need_edges)
-        ctx.per_position = pot.per_position
-        ctx.save_for_backward(emissions, transitions, start, end, mask, node, edge, first, last)
-        return logz
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        emissions, transitions, start, end, mask, node, edge, first, last = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            # Double backward: recompute with the portable engine's differentiable operations.
-            from crfhead.chain import log_partition_grads
-
-            pot = ChainPotentials(emissions, transitions, start, end, mask)
-            return log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), None)
-        g_em = grad[:, None, None] * node
-        g_tr: Tensor | None = None
-        if edge is not None:
-            if ctx.per_position:
-                g_tr = grad[:, None, None, None] * edge
-            else:
-                g_tr = torch.einsum("b,bij->ij", grad, edge)
-        return g_em, g_tr, grad @ first, grad @ last, None
-
-
 def log_partition(pot: ChainPotentials) -> Tensor:
-    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same native call)."""
-    tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
-    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-        out: Tensor = _FusedLogPartition.apply(*tensors, pot.mask)  # type: ignore[no-untyped-call]
-        return out
-    return forward_backward(pot, marginals=False)[0]
+    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same fused call)."""
+    return fused_log_partition(pot, forward_backward)
 
 
 class _FusedNLL(torch.autograd.Function):
@@ -317,13 +281,7 @@ class _FusedNLL(torch.autograd.Function):
                 for a, c in zip(g[:4], counts, strict=True)
             ]
             return (*out, None, None)
-        g_tr: Tensor | None = None
-        if edge is not None:
-            if ctx.per_position:
-                g_tr = grad[:, None, None, None] * edge
-            else:
-                g_tr = torch.einsum("b,bij->ij", grad, edge)
-        return grad[:, None, None] * node, g_tr, grad @ first, grad @ last, None, None
+        return (*scale_grads(grad, node, edge, first, last, ctx.per_position), None, None)
 
 
 def nll(pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from crfhead.backends.fused import fused_log_partition
 from crfhead.potentials import ChainPotentials
 
 __all__ = ["MAX_TAGS", "forward_backward", "log_partition", "marginals", "status", "viterbi"]
@@ -114,45 +115,9 @@ def forward_backward(
     )
 
 
-class _FusedLogPartition(torch.autograd.Function):
-    """``log Z`` whose forward launch also computes the marginals the backward needs."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
-    ) -> Tensor:
-        pot = ChainPotentials(emissions, transitions, start, end, mask)
-        logz, node, edge, first, last = forward_backward(
-            pot, marginals=True, edges=bool(ctx.needs_input_grad[1])
-        )
-        ctx.per_position = pot.per_position
-        ctx.save_for_backward(emissions, transitions, start, end, mask, node, edge, first, last)
-        return logz
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        emissions, transitions, start, end, mask, node, edge, first, last = ctx.saved_tensors
-        if torch.is_grad_enabled():
-            from crfhead.chain import log_partition_grads
-
-            pot = ChainPotentials(emissions, transitions, start, end, mask)
-            return log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), None)
-        g_tr: Tensor | None = None
-        if edge is not None:
-            if ctx.per_position:
-                g_tr = grad[:, None, None, None] * edge
-            else:
-                g_tr = torch.einsum("b,bij->ij", grad, edge)
-        return grad[:, None, None] * node, g_tr, grad @ first, grad @ last, None
-
-
 def log_partition(pot: ChainPotentials) -> Tensor:
-    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same launch)."""
-    tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
-    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-        out: Tensor = _FusedLogPartition.apply(*tensors, pot.mask)  # type: ignore[no-untyped-call]
-        return out
-    return forward_backward(pot, marginals=False)[0]
+    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same fused call)."""
+    return fused_log_partition(pot, forward_backward)
 
 
 def marginals(pot: ChainPotentials) -> Tensor:
