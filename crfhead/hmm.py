@@ -29,6 +29,7 @@ from torch import Tensor
 
 from crfhead import chain
 from crfhead.constraints import constrain
+from crfhead.data.batching import check_word_ids
 from crfhead.head import ChainHead, reduce_loss
 from crfhead.numerics import compute_dtype
 from crfhead.potentials import ChainPotentials, make_potentials
@@ -147,24 +148,7 @@ class HMM(ChainHead):
             buf.zero_()
 
     def _check_words(self, words: Tensor, mask: Tensor | None) -> Tensor:
-        if not isinstance(words, Tensor) or words.is_floating_point() or words.dim() != 2:
-            got = tuple(words.shape) if isinstance(words, Tensor) else type(words).__name__
-            raise ValueError(f"words must be an integer tensor (B, T), got {got}")
-        if mask is None:
-            mask = torch.ones_like(words, dtype=torch.bool)
-        if mask.shape != words.shape or mask.dtype != torch.bool:
-            raise ValueError(
-                f"mask must be bool (B, T) = {tuple(words.shape)}, got {mask.dtype} "
-                f"{tuple(mask.shape)}"
-            )
-        bad = mask & ((words < 0) | (words >= self.vocab_size))
-        if bool(bad.any()):
-            b, t = (int(i) for i in bad.nonzero()[0])
-            raise ValueError(
-                f"word id {int(words[b, t])} at (batch {b}, time {t}) is out of range "
-                f"[0, {self.vocab_size})"
-            )
-        return mask
+        return check_word_ids(words, self.vocab_size, mask)
 
     @torch.no_grad()
     def accumulate(self, words: Tensor, tags: Tensor, mask: Tensor | None = None) -> None:
@@ -266,10 +250,8 @@ class HMM(ChainHead):
     # ------------------------------------------------------------------ as a chain
     def emit(self, words: Tensor, alpha: float | None = None) -> Tensor:
         """Emission log-probabilities ``log b_k(x_t)``, ``(B, T, K)`` float64, from word ids ``(B, T)``."""
-        if not isinstance(words, Tensor) or words.is_floating_point() or words.dim() != 2:
-            got = tuple(words.shape) if isinstance(words, Tensor) else type(words).__name__
-            raise ValueError(f"words must be an integer tensor (B, T), got {got}")
-        words = words.to(self.word_counts.device).clamp(0, self.vocab_size - 1)
+        words = words.to(self.word_counts.device)
+        check_word_ids(words, self.vocab_size)
         log_b = self.log_parameters(alpha).log_emissions  # (K, V)
         return log_b.T[self.symbols()[words]]  # (B, T, K)
 

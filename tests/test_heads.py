@@ -337,6 +337,8 @@ def test_hmm_errors_name_the_bad_input() -> None:
         hmm.fit(torch.tensor([[1, 9]]), torch.tensor([[0, 0]]))
     with pytest.raises(ValueError, match="words must be an integer tensor"):
         hmm.emit(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"word id 7 at \(batch 0, time 1\) is out of range"):
+        hmm.emit(torch.tensor([[1, 7]]))  # never clamped to a valid id
     with pytest.raises(ValueError, match="mask must be bool"):
         hmm.accumulate(torch.tensor([[1, 2]]), torch.tensor([[0, 0]]), torch.ones(1, 2))
     with pytest.raises(ValueError, match="alpha and every alphas must be > 0"):

@@ -22,7 +22,15 @@ from torch import Tensor
 
 from crfhead.data.sentence import LabelVocab, Sentence
 
-__all__ = ["TEMPLATES", "Batch", "Collator", "FeatureTemplates", "Vocab", "word_shape"]
+__all__ = [
+    "TEMPLATES",
+    "Batch",
+    "Collator",
+    "FeatureTemplates",
+    "Vocab",
+    "check_word_ids",
+    "word_shape",
+]
 
 PAD_LABEL = -100
 
@@ -184,6 +192,35 @@ class FeatureTemplates:
 
     def to_dict(self) -> dict[str, Any]:  # noqa: D102
         return {"templates": list(self.templates)}
+
+
+def check_word_ids(words: Tensor, vocab_size: int, mask: Tensor | None = None) -> Tensor:
+    """Validate word ids ``(B, T)`` against ``[0, vocab_size)`` at the unmasked positions.
+
+    Returns:
+        the mask, ``(B, T)`` bool (all True when ``mask`` is ``None``).
+
+    Raises:
+        ValueError: not an integer ``(B, T)`` tensor, a mask of another shape or dtype, or an id out of
+            range (the first one is named with its position).
+    """
+    if not isinstance(words, Tensor) or words.is_floating_point() or words.dim() != 2:
+        got = tuple(words.shape) if isinstance(words, Tensor) else type(words).__name__
+        raise ValueError(f"words must be an integer tensor (B, T), got {got}")
+    if mask is None:
+        mask = torch.ones_like(words, dtype=torch.bool)
+    if mask.shape != words.shape or mask.dtype != torch.bool:
+        raise ValueError(
+            f"mask must be bool (B, T) = {tuple(words.shape)}, got {mask.dtype} {tuple(mask.shape)}"
+        )
+    mask = mask.to(words.device)
+    bad = mask & ((words < 0) | (words >= vocab_size))
+    if bool(bad.any()):
+        b, t = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"word id {int(words[b, t])} at (batch {b}, time {t}) is out of range [0, {vocab_size})"
+        )
+    return mask
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from crfhead.data.batching import Batch
+from crfhead.data.batching import Batch, check_word_ids
 
 __all__ = ["WordWindowEncoder"]
 
@@ -66,22 +66,12 @@ class WordWindowEncoder(nn.Module):
         Raises:
             ValueError: non-integer or out-of-range word ids (the first bad one is named).
         """
-        if not isinstance(words, Tensor) or words.is_floating_point() or words.dim() != 2:
-            got = tuple(words.shape) if isinstance(words, Tensor) else type(words).__name__
-            raise ValueError(f"words must be an integer tensor (B, T), got {got}")
         device = self.weight.device
+        if isinstance(words, Tensor) and mask is not None:
+            mask = mask.to(words.device)
+        mask = check_word_ids(words, self.vocab_size, mask).to(device)
         words = words.to(device).long()
         B, T = words.shape
-        mask = (
-            torch.ones(B, T, dtype=torch.bool, device=device) if mask is None else mask.to(device)
-        )
-        bad = mask & ((words < 0) | (words >= self.vocab_size))
-        if bool(bad.any()):
-            b, t = (int(i) for i in bad.nonzero()[0])
-            raise ValueError(
-                f"word id {int(words[b, t])} at (batch {b}, time {t}) is out of range "
-                f"[0, {self.vocab_size})"
-            )
         V = self.vocab_size
         out = torch.zeros(B, T, self.num_tags, dtype=self.weight.dtype, device=device)
         pos = torch.arange(T, device=device)
