@@ -335,6 +335,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
     while not (tmp_path / "ckpt" / "last.ckpt").exists():  # training is under way
         assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
         time.sleep(0.5)
+    time.sleep(1.0)  # let the epoch-end checkpoint finish writing: interrupt mid-epoch
     proc.send_signal(signal.SIGINT)
     try:
         _, err = proc.communicate(timeout=300)  # graceful shutdown, then train.py's test pass
@@ -343,7 +344,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
         _, err = proc.communicate()
         raise AssertionError(f"no exit 300 s after SIGINT; stderr tail:\n{err[-3000:]}") from None
     saved = tmp_path / "interrupted" / "on_exception.ckpt"
-    assert saved.is_file()
+    assert saved.is_file(), f"exit code {proc.returncode}; stderr tail:\n{err[-3000:]}"
     epoch = torch.load(saved, weights_only=False)["epoch"]
     resumed = main(
         ["fit", *_args(tmp_path, **{"trainer.max_epochs": epoch + 2}), f"--ckpt_path={saved}"]
