@@ -332,6 +332,10 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
         cwd=tmp_path,
         stderr=subprocess.PIPE,
         text=True,
+        # A shell without job control starts background jobs with SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: give the child the default disposition, as a
+        # terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 300
     while not any((tmp_path / "ckpt").glob("*.ckpt")):  # training is under way
