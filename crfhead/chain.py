@@ -28,7 +28,7 @@ from torch import Tensor
 
 from crfhead.backends import resolve
 from crfhead.numerics import EXP_FLOOR, no_autocast, softmax
-from crfhead.potentials import ChainPotentials
+from crfhead.potentials import ChainPotentials, check_tag_range
 from crfhead.semiring import LogSemiring, MaxSemiring, Semiring
 
 __all__ = [
@@ -309,10 +309,15 @@ def nll(pot: ChainPotentials, tags: Tensor, backend: str | None = None) -> tuple
         pot: the chain potentials.
         tags: ``(B, T)`` int64, in ``[0, K)`` at unmasked positions (ignored elsewhere).
         backend: see :mod:`crfhead.backends`.
+
+    Raises:
+        ValueError: an unmasked tag outside ``[0, K)``.
     """
     with no_autocast(pot.emissions.device):
         if resolve(pot.emissions.device, backend) == "cpu":
             return _fused("cpu").nll(pot, tags)  # type: ignore[no-any-return]
+        if not torch.compiler.is_compiling():
+            check_tag_range(tags, pot.mask, pot.shape[2])
         gold = score(pot, tags)
         return log_partition(pot, backend) - gold, gold.detach()
 

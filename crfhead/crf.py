@@ -104,7 +104,7 @@ class CRF(ChainHead):
         """
         self._check_reduction(reduction)
         pot = self.potentials(emissions, mask)
-        losses, gold = chain.nll(pot, self._check_tags(emissions, tags, pot.mask))
+        losses, gold = chain.nll(pot, self._check_tags(emissions, tags, pot.mask, values=False))
         self.check_gold(gold)
         return reduce_loss(losses, pot.mask, reduction)
 

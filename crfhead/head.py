@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from crfhead import chain, decoding
 from crfhead.constraints import allowed_transitions, canonical_scheme
 from crfhead.numerics import is_impossible
-from crfhead.potentials import ChainPotentials
+from crfhead.potentials import ChainPotentials, check_tag_range
 
 __all__ = ["DECODERS", "REDUCTIONS", "ChainHead", "reduce_loss"]
 
@@ -116,8 +116,14 @@ class ChainHead(nn.Module):
                 f"emissions must be (B, T, K={self.num_tags}), got shape {tuple(emissions.shape)}"
             )
 
-    def _check_tags(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
-        """Validate gold ``tags`` ``(B, T)`` against ``emissions`` and return them as int64."""
+    def _check_tags(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor, *, values: bool = True
+    ) -> Tensor:
+        """Validate gold ``tags`` ``(B, T)`` against ``emissions`` and return them as int64.
+
+        ``values=False`` checks the dtype and shape only, for callers that pass the tags to
+        :func:`crfhead.chain.nll`, which checks the range itself (in the kernel, on the cpu backend).
+        """
         if not isinstance(tags, Tensor) or tags.is_floating_point() or tags.dtype == torch.bool:
             got = tags.dtype if isinstance(tags, Tensor) else type(tags).__name__
             raise ValueError(f"tags must be an integer tensor (B, T), got {got}")
@@ -127,14 +133,8 @@ class ChainHead(nn.Module):
                 f"{tuple(emissions.shape)}, got shape {tuple(tags.shape)}"
             )
         tags = tags.long()
-        if not is_tracing():
-            bad = mask & ((tags < 0) | (tags >= self.num_tags))
-            if bool(bad.any()):
-                b, t = (int(i) for i in bad.nonzero()[0])
-                raise ValueError(
-                    f"tag {int(tags[b, t])} at unmasked position (batch {b}, time {t}) is out of "
-                    f"range [0, {self.num_tags})"
-                )
+        if values and not is_tracing():
+            check_tag_range(tags, mask, self.num_tags)
         return tags
 
     def gold_score(self, pot: ChainPotentials, emissions: Tensor, tags: Tensor) -> Tensor:

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from crfhead.numerics import IMPOSSIBLE, compute_dtype
 
-__all__ = ["ChainPotentials", "make_potentials"]
+__all__ = ["ChainPotentials", "check_tag_range", "make_potentials"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,9 +178,10 @@ def make_potentials(
     tracing = torch.compiler.is_compiling()
 
     def prep(x: Tensor) -> Tensor:
-        x = x.to(dtype)
+        if x.dtype != dtype:
+            x = x.to(dtype)
         # Clamp only where needed: a clamp on every call costs an op and an autograd node per tensor.
-        if tracing or (x.numel() > 0 and bool(x.min() < IMPOSSIBLE)):
+        if tracing or (x.numel() > 0 and float(x.detach().min()) < IMPOSSIBLE):
             x = x.clamp(min=IMPOSSIBLE)
         return x
 
@@ -191,3 +192,18 @@ def make_potentials(
         end=prep(ends[1]),
         mask=mask,
     )
+
+
+def check_tag_range(tags: Tensor, mask: Tensor, num_tags: int) -> None:
+    """Refuse gold ``tags`` ``(B, T)`` outside ``[0, num_tags)`` at unmasked positions of ``mask``.
+
+    Raises:
+        ValueError: naming the first offending tag and its position.
+    """
+    bad = mask & ((tags < 0) | (tags >= num_tags))
+    if bool(bad.any()):
+        b, t = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"tag {int(tags[b, t])} at unmasked position (batch {b}, time {t}) is out of "
+            f"range [0, {num_tags})"
+        )

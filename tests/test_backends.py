@@ -248,3 +248,166 @@ def test_posterior_decode_accepts_a_backend(seed: int) -> None:
     pot = pot_of(c)
     for name in ("portable", *FUSED):
         assert torch.equal(posterior_decode(pot, backend=name), posterior_decode(pot))
+
+
+# ----------------------------------------------------------------- the cpu kernel's blocks of sequences
+# With shared transitions the cpu kernel runs W sequences (8 float / 4 double) side by side, one per
+# SIMD lane, sorted by length; these tests cover full, partial and several blocks, lanes of different
+# lengths, holes and empty rows in the same block, and one lane falling back to log space alone.
+
+CPU = pytest.mark.skipif("cpu" not in FUSED, reason="the cpu kernel is unavailable here")
+
+
+def _block_case(seed: int, B: int, T: int, K: int, dtype: torch.dtype) -> tuple[Chain, torch.Tensor]:
+    c = _constrained(seed, B, T, K, per_position=False)
+    g = torch.Generator().manual_seed(seed + 2)
+    lengths = torch.randint(0, T + 1, (B,), generator=g)
+    c.mask &= torch.arange(T)[None, :] < lengths[:, None]  # ragged rows, holes, some empty
+    c.emissions, c.transitions, c.start, c.end = (
+        x.to(dtype) for x in (c.emissions, c.transitions, c.start, c.end)
+    )
+    # Gold paths the constraints allow (the Viterbi path), with -100 padding where masked.
+    tags = viterbi(pot_of(c), backend="portable")[1]
+    return c, torch.where(c.mask, tags, -100)
+
+
+@CPU
+@pytest.mark.parametrize("B", [1, 3, 8, 9, 17, 33])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_blocks_match_portable_for_every_output(B: int, dtype: torch.dtype) -> None:
+    c, tags = _block_case(100 + B, B, 13, 5, dtype)
+    tol = {"atol": 2e-5, "rtol": 2e-5} if dtype == torch.float32 else {"atol": 1e-10, "rtol": 1e-10}
+    results = {}
+    for name in ("portable", "cpu"):
+        leaves = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+        pot = make_potentials(*leaves, c.mask)
+        with use_backend(name):
+            loss, gold = nll_of(pot, tags)
+            weights = torch.linspace(0.5, 2.0, B, dtype=dtype)  # a non-uniform upstream gradient
+            (loss * weights).sum().backward()
+            with torch.no_grad():
+                results[name] = {
+                    "loss": loss.detach(),
+                    "gold": gold,
+                    "logz": log_partition(pot),
+                    "marginals": marginals(pot),
+                    "viterbi": viterbi(pot),
+                    "grads": [x.grad for x in leaves],
+                }
+    got, want = results["cpu"], results["portable"]
+    for key in ("loss", "gold", "logz", "marginals"):
+        torch.testing.assert_close(got[key], want[key], **tol)
+    assert torch.equal(got["viterbi"][1], want["viterbi"][1])
+    torch.testing.assert_close(got["viterbi"][0], want["viterbi"][0], **tol)
+    for g, w in zip(got["grads"], want["grads"], strict=True):
+        torch.testing.assert_close(g, w, **tol)
+    empty = ~c.mask.any(dim=1)
+    assert bool((got["logz"][empty] == 0).all()) and bool((got["viterbi"][1][empty] == -1).all())
+
+
+def nll_of(pot: ChainPotentials, tags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    from crfhead.chain import nll
+
+    return nll(pot, tags)
+
+
+@CPU
+def test_cpu_block_with_one_lane_out_of_float_range_recomputes_only_that_lane() -> None:
+    """One sequence of a block needs the log-space fallback; its neighbours stay on the fast path."""
+    c = random_chain(31, 11, 30, 6, holes=True, dtype=torch.float64)
+    c.emissions[4] *= 3000.0  # normalisers far outside float32's range
+    c.emissions[9, :, 2] -= 200.0  # one tag ~exp(-200) everywhere: underflows, harmlessly
+    pot64 = make_potentials(*c.args())
+    pot32 = make_potentials(*(x.float() for x in c.args()[:4]), c.mask)
+    want = log_partition(pot64, backend="portable")
+    got = log_partition(pot32, backend="cpu").double()
+    assert float(((got - want) / want.abs().clamp(min=1)).abs().max()) < 1e-5
+    torch.testing.assert_close(
+        marginals(pot32, backend="cpu").double(),
+        marginals(pot64, backend="portable"),
+        atol=1e-5,
+        rtol=0,
+    )
+
+
+@CPU
+def test_cpu_kernel_clamps_scores_below_impossible_as_portable_does() -> None:
+    """Raw ChainPotentials (not via make_potentials) with -inf: the kernel reads them as IMPOSSIBLE."""
+    g = torch.Generator().manual_seed(5)
+    em = torch.randn(10, 7, 4, generator=g)
+    em[3, 2] = -float("inf")  # a position where every tag is impossible
+    em[5, :, 1] = -float("inf")
+    tr = torch.randn(4, 4, generator=g)
+    tr[0, 2] = -float("inf")
+    start, end = torch.zeros(4), torch.zeros(4)
+    mask = torch.rand(10, 7, generator=g) < 0.8
+    raw = ChainPotentials(em, tr, start, end, mask)
+    clamped = make_potentials(em, tr, start, end, mask)
+    # The reference in float64: at a position where every tag is IMPOSSIBLE, float32 log-space sums
+    # near -1e4 keep only ~1e-3 of absolute precision (the kernel subtracts the maximum first).
+    clamped64 = make_potentials(*(x.double() for x in (em, tr, start, end)), mask)
+    torch.testing.assert_close(
+        log_partition(raw, backend="cpu").double(), log_partition(clamped64, backend="portable")
+    )
+    torch.testing.assert_close(
+        marginals(raw, backend="cpu").double(),
+        marginals(clamped64, backend="portable"),
+        atol=2e-6,
+        rtol=0,
+    )
+    assert torch.equal(viterbi(raw, backend="cpu")[1], viterbi(clamped, backend="portable")[1])
+
+
+@CPU
+@pytest.mark.parametrize("grad", [True, False])
+def test_cpu_nll_refuses_out_of_range_tags_naming_the_position(grad: bool) -> None:
+    crf = CRF(4)
+    em = torch.randn(10, 6, 4, requires_grad=grad)
+    mask = torch.ones(10, 6, dtype=torch.bool)
+    mask[7, 4:] = False
+    tags = torch.randint(0, 4, (10, 6))
+    tags[7, 4] = 99  # masked: ignored
+    with use_backend("cpu"):
+        crf.nll(em, tags, mask)
+        tags[8, 3] = 4
+        with pytest.raises(ValueError, match=r"tag 4 at unmasked position \(batch 8, time 3\)"):
+            crf.nll(em, tags, mask)
+    with use_backend("portable"), pytest.raises(ValueError, match=r"\(batch 8, time 3\)"):
+        crf.nll(em, tags, mask)
+
+
+@CPU
+def test_cpu_kernel_built_without_openmp_gives_the_same_results(tmp_path: Path) -> None:
+    """A compiler that rejects -fopenmp: the build falls back to std::thread workers, one log line."""
+    wrapper = tmp_path / "cxx"
+    real = os.environ.get("CXX") or "c++"
+    wrapper.write_text(
+        '#!/bin/sh\nfor a in "$@"; do [ "$a" = "-fopenmp" ] && echo "no openmp here" >&2 && exit 1; done\n'
+        f'exec {real} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    code = """
+import logging, torch
+logging.basicConfig(level=logging.INFO)
+from crfhead.backends import cpu
+from crfhead import make_potentials
+from crfhead.chain import log_partition, marginals
+from crfhead.decoding import viterbi
+g = torch.Generator().manual_seed(0)
+pot = make_potentials(torch.randn(19, 9, 5, generator=g), torch.randn(5, 5, generator=g), None, None,
+                      torch.rand(19, 9, generator=g) < 0.8)
+torch.set_num_threads(2)
+assert not cpu.uses_openmp()
+for fn in (log_partition, marginals):
+    torch.testing.assert_close(fn(pot, backend="cpu"), fn(pot, backend="portable"))
+assert torch.equal(viterbi(pot, backend="cpu")[1], viterbi(pot, backend="portable")[1])
+print("OK")
+"""
+    env = {**os.environ, "CXX": str(wrapper), "CRFHEAD_CACHE": str(tmp_path / "cache")}
+    env.pop("CRFHEAD_CPU_OPENMP", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert "OK" in done.stdout
+    assert "built without OpenMP: compiling chain_cpu.cpp failed: no openmp here" in done.stderr

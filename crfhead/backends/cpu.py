@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import logging
 import os
 import platform
 import shutil
@@ -29,7 +30,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from crfhead.backends.fused import fused_log_partition, scale_grads
 from crfhead.potentials import ChainPotentials
 
 __all__ = [
@@ -38,22 +38,32 @@ __all__ = [
     "library_path",
     "log_partition",
     "marginals",
+    "nll",
     "status",
+    "uses_openmp",
     "viterbi",
 ]
+
+log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).resolve().parents[1] / "csrc" / "chain_cpu.cpp"
 FLAGS = (
     "-O3",
     "-march=native",
-    "-fopenmp-simd",  # honour the '#pragma omp simd' loops (no OpenMP runtime)
     "-fno-math-errno",
     "-std=c++17",
     "-shared",
     "-fPIC",
     "-pthread",
 )
-_ABI = 3
+OPENMP = ("-fopenmp",)
+"""Tried first: the blocks of sequences are spread over OpenMP threads. The library then links
+``libgomp.so.1``, which resolves to the copy torch has already loaded, so one pool of threads serves
+torch's operations and ours (with threads of our own, torch's spinning idle workers and ours fight
+over the cores: measured 1.5-2.5 ms lost per call at (16, 512, 17) on 2 cores)."""
+NO_OPENMP = ("-fopenmp-simd",)
+"""The fallback where the compiler has no OpenMP: ``std::thread`` workers and the ``omp simd`` hints."""
+_ABI = 5
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _error: str | None = None
@@ -69,13 +79,13 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def library_path(compiler: str) -> Path:
-    """Where the library built by ``compiler`` from the current source is cached."""
+def library_path(compiler: str, flags: tuple[str, ...] = FLAGS + OPENMP) -> Path:
+    """Where the library built by ``compiler`` with ``flags`` from the current source is cached."""
     key = hashlib.sha256()
     for part in (
         SOURCE.read_bytes(),
         compiler.encode(),
-        " ".join(FLAGS).encode(),
+        " ".join(flags).encode(),
         _cpu_model().encode(),
     ):
         key.update(part)
@@ -83,26 +93,44 @@ def library_path(compiler: str) -> Path:
     return cache / f"chain_cpu_{key.hexdigest()[:16]}.so"
 
 
+def _compile(exe: str, flags: tuple[str, ...], lib: Path) -> None:
+    """Compile the source into ``lib``, atomically (concurrent processes may race)."""
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            [exe, *flags, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=600
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"compiling {SOURCE.name} failed: {done.stderr.strip()[-500:]}")
+        os.replace(tmp, lib)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def _build() -> ctypes.CDLL:
     compiler = os.environ.get("CXX") or "c++"
     exe = shutil.which(compiler)
     if exe is None:
         raise RuntimeError(f"no C++ compiler found (tried {compiler!r}; set $CXX)")
-    lib = library_path(compiler)
-    if not lib.exists():
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
-        os.close(fd)
-        try:
-            done = subprocess.run(
-                [exe, *FLAGS, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=600
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"compiling {SOURCE.name} failed: {done.stderr.strip()[-500:]}")
-            os.replace(tmp, lib)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    lib = library_path(compiler, FLAGS + OPENMP)
+    fallback = library_path(compiler, FLAGS + NO_OPENMP)
+    if os.environ.get("CRFHEAD_CPU_OPENMP") == "0":  # opt out (e.g. a clash of OpenMP runtimes)
+        lib = fallback
+        if not lib.exists():
+            _compile(exe, FLAGS + NO_OPENMP, lib)
+    elif not lib.exists():
+        if fallback.exists():  # OpenMP failed to build here before
+            lib = fallback
+        else:
+            try:
+                _compile(exe, FLAGS + OPENMP, lib)
+            except (RuntimeError, subprocess.SubprocessError) as err:
+                _compile(exe, FLAGS + NO_OPENMP, fallback)
+                log.info("crfhead cpu backend built without OpenMP: %s", str(err).splitlines()[-1])
+                lib = fallback
     cdll = ctypes.CDLL(str(lib))
     if cdll.crfhead_abi_version() != _ABI:
         raise RuntimeError(f"{lib} has ABI {cdll.crfhead_abi_version()}, expected {_ABI}")
@@ -113,7 +141,10 @@ def _build() -> ctypes.CDLL:
         fb.restype = None
         nll = getattr(cdll, f"crfhead_nll_grad_{suffix}")
         nll.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p, p, p, p, c_int]
-        nll.restype = None
+        nll.restype = i64
+        scale = getattr(cdll, f"crfhead_scale_grads_{suffix}")
+        scale.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p]
+        scale.restype = None
         vit = getattr(cdll, f"crfhead_viterbi_{suffix}")
         vit.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, c_int]
         vit.restype = None
@@ -129,6 +160,12 @@ def _load() -> ctypes.CDLL | None:
             except (RuntimeError, OSError, subprocess.SubprocessError) as err:
                 _error = str(err)
         return _lib
+
+
+def uses_openmp() -> bool:
+    """Whether the loaded kernel spreads work over OpenMP threads (else ``std::thread`` workers)."""
+    lib = _load()
+    return bool(lib is not None and lib.crfhead_openmp())
 
 
 def status() -> tuple[bool, str]:
@@ -150,17 +187,33 @@ def _suffix(dtype: torch.dtype) -> str:
     raise ValueError(f"the cpu backend computes in float32 or float64, got {dtype}")
 
 
+def _library() -> ctypes.CDLL:
+    lib = _load()
+    if lib is None:
+        raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
+    return lib
+
+
+def _c(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """``x`` as a contiguous tensor of ``dtype`` (no copy when it already is one)."""
+    if x.dtype != dtype:
+        x = x.to(dtype)
+    return x if x.is_contiguous() else x.contiguous()
+
+
 def _args(pot: ChainPotentials) -> tuple[list[Any], tuple[Tensor, ...]]:
     """C arguments of the potentials, and the contiguous tensors that must outlive the call."""
-    em = pot.emissions.detach().contiguous()
+    em = pot.emissions
     dtype = em.dtype
-    trans = pot.transitions.detach().to(dtype).contiguous()
-    start = pot.start.detach().to(dtype).contiguous()
-    end = pot.end.detach().to(dtype).contiguous()
-    mask = pot.mask.contiguous().view(torch.uint8)
+    em, trans, start, end = (_c(x, dtype) for x in (em, pot.transitions, pot.start, pot.end))
+    mask = _c(pot.mask, torch.bool).view(torch.uint8)
     B, T, K = em.shape
     args = [em.data_ptr(), trans.data_ptr(), start.data_ptr(), end.data_ptr(), mask.data_ptr()]
     return [*args, B, T, K, int(trans.dim() == 4)], (em, trans, start, end, mask)
+
+
+def _ptr(x: Tensor | None) -> int | None:
+    return None if x is None else x.data_ptr()
 
 
 def forward_backward(
@@ -174,9 +227,7 @@ def forward_backward(
 
     The results carry no autograd history (see :func:`log_partition` for the differentiable ``log Z``).
     """
-    lib = _load()
-    if lib is None:
-        raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
+    lib = _library()
     args, keep = _args(pot)
     em = keep[0]
     B, T, K = em.shape
@@ -189,23 +240,25 @@ def forward_backward(
         edge = new(B, max(T - 1, 0), K, K, **opts) if pot.per_position else new(B, K, K, **opts)
     first = new(B, K, **opts) if node is not None else None
     last = new(B, K, **opts) if node is not None else None
-
-    def ptr(x: Tensor | None) -> int | None:
-        return None if x is None else x.data_ptr()
-
     fn = getattr(lib, f"crfhead_forward_backward_{_suffix(em.dtype)}")
-    fn(*args, ptr(logz), ptr(node), ptr(edge), ptr(first), ptr(last), _threads())
+    fn(*args, _ptr(logz), _ptr(node), _ptr(edge), _ptr(first), _ptr(last), _threads())
     del keep
     return logz, node, edge, first, last
 
 
-def log_partition(pot: ChainPotentials) -> Tensor:
-    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same fused call)."""
-    return fused_log_partition(pot, forward_backward)
+def _raise_bad_tag(tags: Tensor, index: int, K: int) -> None:
+    b, t = divmod(index, tags.shape[1])
+    raise ValueError(
+        f"tag {int(tags[b, t])} at unmasked position (batch {b}, time {t}) is out of range [0, {K})"
+    )
 
 
-class _FusedNLL(torch.autograd.Function):
-    """``log Z - score(tags)`` and the gold score, gradients (marginals - gold counts) from one call."""
+class _Fused(torch.autograd.Function):
+    """``log Z`` (no tags) or ``(log Z - score(tags), score(tags))`` from one native call.
+
+    The forward computes the gradient too (marginals, minus the gold path's indicators when tags are
+    given); the backward scales it by the incoming gradient, in one more native call.
+    """
 
     @staticmethod
     def forward(
@@ -215,12 +268,10 @@ class _FusedNLL(torch.autograd.Function):
         start: Tensor,
         end: Tensor,
         mask: Tensor,
-        tags: Tensor,
+        tags: Tensor | None,
     ) -> tuple[Tensor, Tensor]:
         pot = ChainPotentials(emissions, transitions, start, end, mask)
-        lib = _load()
-        if lib is None:
-            raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
+        lib = _library()
         args, keep = _args(pot)
         em = keep[0]
         B, T, K = em.shape
@@ -228,60 +279,100 @@ class _FusedNLL(torch.autograd.Function):
         grads = any(need[:4])
         opts: dict[str, Any] = {"dtype": em.dtype}
         new = torch.empty  # the kernel zeroes what it does not write
-        logz, gold = new(B, **opts), new(B, **opts)
+        loss = new(B, **opts)
         node = new(B, T, K, **opts) if grads else None
         edge = None
         if grads and need[1]:
-            shape = (B, max(T - 1, 0), K, K) if pot.per_position else (B, K, K)
-            edge = new(shape, **opts)
+            edge = new((B, max(T - 1, 0), K, K) if pot.per_position else (B, K, K), **opts)
         first = new(B, K, **opts) if grads else None
         last = new(B, K, **opts) if grads else None
-        gold_tags = torch.where(mask, tags, torch.zeros_like(tags)).contiguous()
-
-        def ptr(x: Tensor | None) -> int | None:
-            return None if x is None else x.data_ptr()
-
-        fn = getattr(lib, f"crfhead_nll_grad_{_suffix(em.dtype)}")
-        fn(
-            *args,
-            gold_tags.data_ptr(),
-            ptr(logz),
-            ptr(gold),
-            ptr(node),
-            ptr(edge),
-            ptr(first),
-            ptr(last),
-            _threads(),
-        )
+        outs = (_ptr(node), _ptr(edge), _ptr(first), _ptr(last), _threads())
+        suffix = _suffix(em.dtype)
+        if tags is None:
+            gold = new(0, **opts)
+            getattr(lib, f"crfhead_forward_backward_{suffix}")(*args, _ptr(loss), *outs)
+        else:
+            tags = _c(tags, torch.long)
+            gold = new(B, **opts)
+            fn = getattr(lib, f"crfhead_nll_grad_{suffix}")
+            bad = fn(*args, tags.data_ptr(), _ptr(loss), _ptr(gold), *outs)
+            if bad >= 0:
+                _raise_bad_tag(tags, bad, K)
         del keep
         ctx.per_position = pot.per_position
         ctx.save_for_backward(
-            emissions, transitions, start, end, mask, gold_tags, node, edge, first, last
+            emissions, transitions, start, end, mask, tags, node, edge, first, last
         )
         ctx.mark_non_differentiable(gold)
-        return logz - gold, gold
+        return loss, gold
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor, _gold: Tensor | None) -> tuple[Tensor | None, ...]:
-        emissions, transitions, start, end, mask, tags, node, edge, first, last = ctx.saved_tensors
+        transitions, node, edge, first, last = (ctx.saved_tensors[i] for i in (1, 6, 7, 8, 9))
+        need = ctx.needs_input_grad
         if torch.is_grad_enabled():
-            # Double backward: log Z's gradient recomputed differentiably; the gold counts are constant.
-            from crfhead.chain import log_partition_grads, score
+            return (*_double_backward(ctx, grad), None, None)
+        B, T, K = node.shape
+        opts: dict[str, Any] = {"dtype": node.dtype}
+        d_em = torch.empty(B, T, K, **opts) if need[0] else None
+        d_tr = torch.empty(transitions.shape, **opts) if need[1] and edge is not None else None
+        d_start = torch.empty(K, **opts) if need[2] else None
+        d_end = torch.empty(K, **opts) if need[3] else None
+        grad = _c(grad, node.dtype)
+        getattr(_library(), f"crfhead_scale_grads_{_suffix(node.dtype)}")(
+            grad.data_ptr(),
+            node.data_ptr(),
+            _ptr(edge),
+            first.data_ptr(),
+            last.data_ptr(),
+            B,
+            T,
+            K,
+            int(ctx.per_position),
+            _ptr(d_em),
+            _ptr(d_tr),
+            _ptr(d_start),
+            _ptr(d_end),
+        )
+        return d_em, d_tr, d_start, d_end, None, None
 
-            pot = ChainPotentials(emissions, transitions, start, end, mask)
-            g = log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), None)
-            with torch.enable_grad():
-                em_, tr_, st_, en_ = (
-                    x.detach().requires_grad_(True) for x in (emissions, transitions, start, end)
-                )
-                gold = score(ChainPotentials(em_, tr_, st_, en_, mask), tags)
-                counts = torch.autograd.grad(gold, (em_, tr_, st_, en_), grad, allow_unused=True)
-            out = [
-                None if a is None else a - (0 if c is None else c)
-                for a, c in zip(g[:4], counts, strict=True)
-            ]
-            return (*out, None, None)
-        return (*scale_grads(grad, node, edge, first, last, ctx.per_position), None, None)
+
+def _double_backward(ctx: Any, grad: Tensor) -> list[Tensor | None]:
+    """Differentiable gradients, for double backward.
+
+    log Z's are recomputed by the portable engine and the gold counts (constant) subtracted.
+    """
+    from crfhead.chain import log_partition_grads, score
+
+    emissions, transitions, start, end, mask, tags, *_ = ctx.saved_tensors
+    pot = ChainPotentials(emissions, transitions, start, end, mask)
+    g = log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), None)
+    if tags is None:
+        return list(g[:4])
+    with torch.enable_grad():
+        leaves = [x.detach().requires_grad_(True) for x in (emissions, transitions, start, end)]
+        gold = score(ChainPotentials(*leaves, mask), torch.where(mask, tags, 0))
+        counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True)
+    return [
+        None if a is None else a - (0 if c is None else c)
+        for a, c in zip(g[:4], counts, strict=True)
+    ]
+
+
+def _differentiable(pot: ChainPotentials) -> bool:
+    return torch.is_grad_enabled() and any(
+        x.requires_grad for x in (pot.emissions, pot.transitions, pot.start, pot.end)
+    )
+
+
+def log_partition(pot: ChainPotentials) -> Tensor:
+    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same fused call)."""
+    if _differentiable(pot):
+        out: tuple[Tensor, Tensor] = _Fused.apply(  # type: ignore[no-untyped-call]
+            pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, None
+        )
+        return out[0]
+    return forward_backward(pot, marginals=False)[0]
 
 
 def nll(pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:
@@ -289,36 +380,30 @@ def nll(pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:
 
     Args:
         pot: the chain potentials.
-        tags: ``(B, T)`` int64 gold tags, in range at unmasked positions (read nowhere else).
+        tags: ``(B, T)`` integer gold tags, read at unmasked positions only.
+
+    Raises:
+        ValueError: an unmasked tag outside ``[0, K)`` (checked by the kernel, before any work).
     """
-    tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
-    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-        out: tuple[Tensor, Tensor] = _FusedNLL.apply(  # type: ignore[no-untyped-call]
-            *tensors, pot.mask, tags
+    if _differentiable(pot):
+        out: tuple[Tensor, Tensor] = _Fused.apply(  # type: ignore[no-untyped-call]
+            pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, tags
         )
         return out
-    lib = _load()
-    if lib is None:
-        raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
+    lib = _library()
     args, keep = _args(pot)
-    B = keep[0].shape[0]
-    logz = torch.empty(B, dtype=keep[0].dtype)
+    B, _, K = keep[0].shape
+    loss = torch.empty(B, dtype=keep[0].dtype)
     gold = torch.empty(B, dtype=keep[0].dtype)
-    gold_tags = torch.where(pot.mask, tags, torch.zeros_like(tags)).contiguous()
+    tags = _c(tags, torch.long)
     fn = getattr(lib, f"crfhead_nll_grad_{_suffix(keep[0].dtype)}")
-    fn(
-        *args,
-        gold_tags.data_ptr(),
-        logz.data_ptr(),
-        gold.data_ptr(),
-        None,
-        None,
-        None,
-        None,
-        _threads(),
+    bad = fn(
+        *args, tags.data_ptr(), loss.data_ptr(), gold.data_ptr(), None, None, None, None, _threads()
     )
     del keep
-    return logz - gold, gold
+    if bad >= 0:
+        _raise_bad_tag(tags, bad, K)
+    return loss, gold
 
 
 def marginals(pot: ChainPotentials) -> Tensor:
@@ -330,9 +415,7 @@ def marginals(pot: ChainPotentials) -> Tensor:
 
 def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
     """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag."""
-    lib = _load()
-    if lib is None:
-        raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
+    lib = _library()
     args, keep = _args(pot)
     em = keep[0]
     B, T, _ = em.shape

@@ -1,37 +1,56 @@
 // Fused CPU kernels of the linear-chain dynamic programs (the "cpu" backend of crfhead.backends).
 //
-// Plain C++17 with a C ABI (no torch headers: it compiles in about a second and is loaded with
-// ctypes). One call runs the whole forward-backward (log Z, node marginals, edge marginals, the
-// marginals of the first and last tag) or the whole Viterbi with back-trace, for every sequence of the
-// batch, the batch split over threads. The contract is crfhead.potentials.ChainPotentials:
+// Plain C++17 with a C ABI (no torch headers: it compiles in seconds and is loaded with ctypes). One
+// call runs the whole forward-backward (log Z, node marginals, edge marginals, the marginals of the
+// first and last tag, and for the loss the gold score and marginals - gold counts) or the whole Viterbi
+// with back-trace, for every sequence of the batch. The contract is crfhead.potentials.ChainPotentials:
 //   emissions   (B, T, K)
 //   transitions (K, K) shared, or (B, T-1, K, K) per edge (entry t-1 enters position t), [from, to]
 //   start, end  (K,)
 //   mask        (B, T) bool (one byte each); holes allowed: the chain links consecutive unmasked
 //               positions. A row with no unmasked position has log Z = 0 and an all -1 path.
-// Every array is contiguous, row-major.
+// Every array is contiguous, row-major. Scores below IMPOSSIBLE (-1e4) are read as IMPOSSIBLE, as the
+// portable engine clamps them.
+//
+// Layout. With shared transitions (the common case) sequences are processed in blocks of W (8 float or
+// 4 double lanes of a 256-bit vector), one sequence per SIMD lane ("structure of arrays"): each step is
+// K^2 vector multiply-adds with the transition broadcast, every reduction over tags is vertical, and no
+// lane is wasted when K is not a multiple of the vector width (K = 9 or 17 waste up to half the lanes
+// when vectorising over tags). Sequences are sorted by length before they are grouped, so a block's
+// lanes finish together; blocks are spread over threads (OpenMP, sharing the runtime torch already
+// loaded, so torch's idle workers run our blocks instead of spinning against them; std::thread where
+// the compiler has no OpenMP). Per-edge transitions run one sequence at a time, vectorised over tags.
 //
 // Numerics. Sum-product runs in scaled probability space: the forward state is a probability vector,
 // renormalised every step with its log-normaliser accumulated in double, and a step is a K x K
 // matrix-vector product with exp(transitions - max): K^2 multiply-adds and K exps per step instead of
 // K^2 exps in log space. Scaling is exact unless a normaliser leaves the floating-point range; every
 // such event (a step's normaliser, a node's alpha.beta overlap or an edge's normaliser below TINY) is
-// detected, and that sequence is recomputed in log space in double, so the results are correct for
-// scores of any magnitude. Max-product (Viterbi) runs in log space (adds and compares only). Ties in
-// Viterbi go to the lowest previous tag and the lowest final tag, as torch.max does in the portable
-// backend.
+// detected per sequence, and that sequence is recomputed in log space in double, so the results are
+// correct for scores of any magnitude. exp flushes arguments below EXP_FLOOR (-87) to exactly 0, as the
+// portable engine does. Max-product (Viterbi) runs in log space (adds and compares only); back-pointers
+// are not stored but recomputed along the best path (the same additions, so bit-identical). Ties go to
+// the lowest previous tag and the lowest final tag, as torch.max does in the portable backend.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <thread>
+#include <type_traits>
 #include <vector>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr double kImpossible = -1.0e4;  // crfhead.numerics.IMPOSSIBLE
+constexpr double kExpFloor = -87.0;     // crfhead.numerics.EXP_FLOOR
 
 template <typename S>
 struct Tiny;
@@ -42,6 +61,22 @@ struct Tiny<float> {
 template <>
 struct Tiny<double> {
   static constexpr double value = 1e-200;
+};
+
+// 256-bit vectors (GCC/Clang vector extensions: SSE/AVX on x86, NEON pairs on ARM).
+template <typename S>
+struct Simd;
+template <>
+struct Simd<float> {
+  typedef float V __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(32)));
+  static constexpr int W = 8;
+};
+template <>
+struct Simd<double> {
+  typedef double V __attribute__((vector_size(32)));
+  typedef int64_t I __attribute__((vector_size(32)));
+  static constexpr int W = 4;
 };
 
 template <typename S>
@@ -58,18 +93,46 @@ struct Chain {
   const S* edge(int64_t b, int64_t t) const {  // the edge entering position t >= 1
     return per_position ? trans + (b * (T - 1) + (t - 1)) * K * K : trans;
   }
-  void positions(int64_t b, std::vector<int64_t>& pos) const {
-    pos.clear();
-    for (int64_t t = 0; t < T; ++t)
-      if (mask[b * T + t]) pos.push_back(t);
-  }
 };
 
+// The unmasked positions of every row (CSR), and the non-empty rows longest first.
+struct Rows {
+  std::vector<int64_t> offset;  // (B + 1,)
+  std::vector<int64_t> pos;     // positions of row b: pos[offset[b] .. offset[b + 1])
+  std::vector<int64_t> order;   // non-empty rows, by decreasing length (stable)
+
+  Rows(const uint8_t* mask, int64_t B, int64_t T) : offset(B + 1, 0) {
+    for (int64_t b = 0; b < B; ++b) {
+      const uint8_t* m = mask + b * T;
+      for (int64_t t = 0; t < T; ++t)
+        if (m[t]) pos.push_back(t);
+      offset[b + 1] = static_cast<int64_t>(pos.size());
+      if (offset[b + 1] > offset[b]) order.push_back(b);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [this](int64_t a, int64_t b) { return length(a) > length(b); });
+  }
+  int64_t length(int64_t b) const { return offset[b + 1] - offset[b]; }
+  const int64_t* of(int64_t b) const { return pos.data() + offset[b]; }
+};
+
+// Denormal operands are 10-100x slower on x86; nothing here needs them (every normaliser below TINY
+// is already a fallback), so flush them for the duration of a worker's loop.
+struct FlushDenormals {
+#if defined(__SSE__)
+  unsigned saved = _mm_getcsr();
+  FlushDenormals() { _mm_setcsr(saved | 0x8040); }  // FTZ | DAZ
+  ~FlushDenormals() { _mm_setcsr(saved); }
+#endif
+};
+
+// ------------------------------------------------------------------------------------------ exp
+
 // exp for float that the compiler vectorises (Cephes-style: Cody-Waite range reduction and a degree-6
-// polynomial, relative error below 2e-7); arguments are clamped to [-87, 88], and exp(-87) ~ 1.6e-38 is
-// the same floor as crfhead.numerics.EXP_FLOOR, below which the portable engine also flushes to 0.
+// polynomial, relative error below 2e-7); 0 below EXP_FLOOR, arguments above 88 clamped.
 inline float fast_exp(float x) {
-  x = std::min(88.0f, std::max(-87.0f, x));
+  if (x < static_cast<float>(kExpFloor)) return 0.0f;
+  x = std::min(88.0f, x);
   const float n = std::nearbyint(x * 1.44269504088896341f);
   float r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
@@ -80,13 +143,39 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t e = static_cast<int32_t>(n) + 127;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
-  const int32_t bits = e << 23;
   std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
 }
-inline double fast_exp(double x) { return std::exp(x); }
+inline double fast_exp(double x) { return x < kExpFloor ? 0.0 : std::exp(x); }
+
+// The same on a vector of 8 floats.
+inline Simd<float>::V vexp(Simd<float>::V x) {
+  using V = Simd<float>::V;
+  using I = Simd<float>::I;
+  const V zero = V{};
+  const I under = x < static_cast<float>(kExpFloor);
+  x = x > 88.0f ? zero + 88.0f : x;
+  x = under ? zero : x;
+  const V n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  V r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  V p = zero + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const I bits = (__builtin_convertvector(n, I) + 127) << 23;
+  const V y = p * (V)bits;  // a same-size vector cast reinterprets the bits
+  return under ? zero : y;
+}
+inline Simd<double>::V vexp(Simd<double>::V x) {
+  for (int l = 0; l < Simd<double>::W; ++l) x[l] = fast_exp(x[l]);
+  return x;
+}
 
 template <typename S>
 S max_of(const S* x, int64_t n) {
@@ -127,13 +216,12 @@ double logsumexp(const double* x, int64_t n) {
   return m + std::log(s);
 }
 
-// Per-thread scratch space.
 template <typename S>
-struct Work {
-  std::vector<int64_t> pos;
-  std::vector<S> A, E, beta, prev_beta, w, P;
-  std::vector<double> prod, la, lb, tmp;
-};
+inline S clamp_low(S x) {
+  return std::max(x, static_cast<S>(kImpossible));
+}
+
+// ------------------------------------------------------------------------------------------ shared
 
 // Outputs of one call (nullptr where not wanted).
 template <typename S>
@@ -145,34 +233,123 @@ struct Out {
   S* last;   // (B, K)
 };
 
-// Exact log-space forward-backward of one sequence in double (the fallback).
+// The shared (K, K) transitions and the start/end vectors in scaled probability space.
 template <typename S>
-void log_space_one(const Chain<S>& c, int64_t b, Work<S>& w, const Out<S>& out) {
-  const int64_t K = c.K, n = static_cast<int64_t>(w.pos.size());
-  const auto& pos = w.pos;
+struct Shared {
+  std::vector<S> P, PT;  // exp(transitions - pmax), [from][to] and [to][from]
+  std::vector<S> start, end_norm;  // exp(start - smax); exp(end - emax) / its sum
+  std::vector<double> end;         // exp(end - emax), double
+  double pmax = 0, smax = 0, emax = 0;
+
+  Shared(const Chain<S>& c, bool transitions) {
+    const int64_t K = c.K;
+    if (transitions && K > 0) {
+      std::vector<S> tr(K * K);
+      for (int64_t q = 0; q < K * K; ++q) tr[q] = clamp_low(c.trans[q]);
+      P.resize(K * K);
+      PT.resize(K * K);
+      pmax = exp_shifted(tr.data(), K * K, P.data());
+      for (int64_t j = 0; j < K; ++j)
+        for (int64_t k = 0; k < K; ++k) PT[k * K + j] = P[j * K + k];
+    }
+    std::vector<S> v(K), e(K);
+    for (int64_t k = 0; k < K; ++k) v[k] = clamp_low(c.start[k]);
+    start.resize(K);
+    smax = K ? exp_shifted(v.data(), K, start.data()) : 0.0;
+    for (int64_t k = 0; k < K; ++k) v[k] = clamp_low(c.end[k]);
+    emax = K ? exp_shifted(v.data(), K, e.data()) : 0.0;
+    end.assign(e.begin(), e.end());
+    double sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += end[k];
+    end_norm.resize(K);
+    for (int64_t k = 0; k < K; ++k) end_norm[k] = static_cast<S>(end[k] / sum);
+  }
+};
+
+// Per-thread scratch space.
+template <typename S>
+struct Work {
+  using V = typename Simd<S>::V;
+  std::vector<V> E, A, beta, nb, wv, acc;  // blocks of W sequences
+  std::vector<S> sA, sE, sbeta, sprev, sw, sP, row;  // one sequence
+  std::vector<double> prod, la, lb, tmp;
+};
+
+// Zero the outputs of sequence b.
+template <typename S>
+void clear_one(const Chain<S>& c, int64_t b, const Out<S>& out) {
+  const int64_t T = c.T, K = c.K;
+  if (out.logz) out.logz[b] = S(0);
+  if (out.node) std::fill(out.node + b * T * K, out.node + (b + 1) * T * K, S(0));
+  if (out.edge) {
+    const int64_t per = c.per_position ? std::max<int64_t>(T - 1, 0) * K * K : K * K;
+    std::fill(out.edge + b * per, out.edge + (b + 1) * per, S(0));
+  }
+  if (out.first) std::fill(out.first + b * K, out.first + (b + 1) * K, S(0));
+  if (out.last) std::fill(out.last + b * K, out.last + (b + 1) * K, S(0));
+}
+
+// The loss and its gradient: subtract the gold path's indicators from the marginals (node, edge, first,
+// last) and its score from log Z, and write the score. tags (B, T) int64, read at unmasked positions
+// only, checked to be in range beforehand (first_bad_tag).
+template <typename S>
+void subtract_gold(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, const int64_t* tags,
+                   S* gold, const Out<S>& out) {
+  const int64_t K = c.K, T = c.T;
+  double total = 0.0;
+  int64_t prev = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = pos[i];
+    const int64_t z = tags[b * T + t];
+    total += clamp_low(c.emission(b, t)[z]);
+    if (out.node) out.node[(b * T + t) * K + z] -= S(1);
+    if (i == 0) {
+      total += clamp_low(c.start[z]);
+      if (out.first) out.first[b * K + z] -= S(1);
+    } else {
+      total += clamp_low(c.edge(b, t)[prev * K + z]);
+      if (out.edge) {
+        S* x = c.per_position ? out.edge + (b * (T - 1) + (t - 1)) * K * K : out.edge + b * K * K;
+        x[prev * K + z] -= S(1);
+      }
+    }
+    if (i == n - 1) {
+      total += clamp_low(c.end[z]);
+      if (out.last) out.last[b * K + z] -= S(1);
+    }
+    prev = z;
+  }
+  if (gold) gold[b] = static_cast<S>(total);
+  if (out.logz) out.logz[b] = static_cast<S>(static_cast<double>(out.logz[b]) - total);  // the loss
+}
+
+// --------------------------------------------------------------------- one sequence (per-edge, fallback)
+
+// Exact log-space forward-backward of one sequence in double (the fallback). Outputs must be zeroed.
+template <typename S>
+void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Work<S>& w,
+                   const Out<S>& out) {
+  const int64_t K = c.K;
   w.la.assign(n * K, kNegInf);
   w.lb.assign(n * K, 0.0);
   w.tmp.resize(K * K);
-  const S* e0 = c.emission(b, pos[0]);
-  for (int64_t k = 0; k < K; ++k) w.la[k] = static_cast<double>(c.start[k]) + e0[k];
-  for (int64_t i = 1; i < n; ++i) {
-    const S* tr = c.edge(b, pos[i]);
-    const S* e = c.emission(b, pos[i]);
+  auto tr_at = [&](int64_t i, int64_t j, int64_t k) -> double {
+    return clamp_low(c.edge(b, pos[i])[j * K + k]);
+  };
+  auto em_at = [&](int64_t i, int64_t k) -> double { return clamp_low(c.emission(b, pos[i])[k]); };
+  for (int64_t k = 0; k < K; ++k) w.la[k] = static_cast<double>(clamp_low(c.start[k])) + em_at(0, k);
+  for (int64_t i = 1; i < n; ++i)
     for (int64_t k = 0; k < K; ++k) {
-      for (int64_t j = 0; j < K; ++j) w.tmp[j] = w.la[(i - 1) * K + j] + tr[j * K + k];
-      w.la[i * K + k] = logsumexp(w.tmp.data(), K) + e[k];
+      for (int64_t j = 0; j < K; ++j) w.tmp[j] = w.la[(i - 1) * K + j] + tr_at(i, j, k);
+      w.la[i * K + k] = logsumexp(w.tmp.data(), K) + em_at(i, k);
     }
-  }
-  for (int64_t k = 0; k < K; ++k) w.lb[(n - 1) * K + k] = c.end[k];
-  for (int64_t i = n - 1; i > 0; --i) {
-    const S* tr = c.edge(b, pos[i]);
-    const S* e = c.emission(b, pos[i]);
+  for (int64_t k = 0; k < K; ++k) w.lb[(n - 1) * K + k] = clamp_low(c.end[k]);
+  for (int64_t i = n - 1; i > 0; --i)
     for (int64_t j = 0; j < K; ++j) {
-      for (int64_t k = 0; k < K; ++k) w.tmp[k] = tr[j * K + k] + e[k] + w.lb[i * K + k];
+      for (int64_t k = 0; k < K; ++k) w.tmp[k] = tr_at(i, j, k) + em_at(i, k) + w.lb[i * K + k];
       w.lb[(i - 1) * K + j] = logsumexp(w.tmp.data(), K);
     }
-  }
-  for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + c.end[k];
+  for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + clamp_low(c.end[k]);
   const double logz = logsumexp(w.tmp.data(), K);
   if (out.logz) out.logz[b] = static_cast<S>(logz);
   if (!out.node) return;
@@ -188,77 +365,75 @@ void log_space_one(const Chain<S>& c, int64_t b, Work<S>& w, const Out<S>& out) 
   }
   if (!out.edge) return;
   for (int64_t i = 1; i < n; ++i) {
-    const S* tr = c.edge(b, pos[i]);
-    const S* e = c.emission(b, pos[i]);
     for (int64_t j = 0; j < K; ++j)
       for (int64_t k = 0; k < K; ++k)
-        w.tmp[j * K + k] = w.la[(i - 1) * K + j] + tr[j * K + k] + e[k] + w.lb[i * K + k];
+        w.tmp[j * K + k] = w.la[(i - 1) * K + j] + tr_at(i, j, k) + em_at(i, k) + w.lb[i * K + k];
     const double z = logsumexp(w.tmp.data(), K * K);
     S* x = c.per_position ? out.edge + (b * (c.T - 1) + (pos[i] - 1)) * K * K : out.edge + b * K * K;
     for (int64_t q = 0; q < K * K; ++q) x[q] += static_cast<S>(std::exp(w.tmp[q] - z));
   }
 }
 
-// Scaled forward-backward of one sequence; returns false (outputs partly written) when a normaliser
-// left the range, in which case the caller reruns log_space_one.
+// Scaled forward-backward of one sequence with per-edge transitions, vectorised over tags; returns
+// false (outputs partly written) when a normaliser left the range, and the caller reruns it in log
+// space. Outputs must be zeroed.
 template <typename S>
-bool scaled_one(const Chain<S>& c, int64_t b, const S* P_shared, double pmax_shared, Work<S>& w,
-                const Out<S>& out) {
-  const int64_t K = c.K, n = static_cast<int64_t>(w.pos.size());
-  const auto& pos = w.pos;
-  w.A.assign(n * K, S(0));
-  w.E.resize(n * K);
-  w.w.resize(K);
-  w.P.resize(c.per_position ? K * K : 0);
+bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t* pos, int64_t n,
+                Work<S>& w, const Out<S>& out) {
+  const int64_t K = c.K;
+  w.sA.assign(n * K, S(0));
+  w.sE.resize(n * K);
+  w.sw.resize(K);
+  w.sP.resize(K * K);
+  w.row.resize(std::max<int64_t>(K, K * K));
+  auto load = [&](const S* src, int64_t m) {  // clamped copy of m scores into w.row
+    for (int64_t q = 0; q < m; ++q) w.row[q] = clamp_low(src[q]);
+    return w.row.data();
+  };
   // ---- forward
-  for (int64_t k = 0; k < K; ++k) w.w[k] = c.start[k] + c.emission(b, pos[0])[k];
-  double log_scale = exp_shifted(w.w.data(), K, w.A.data());
-  log_scale += normalise(w.A.data(), K);  // the max term is 1: never out of range
+  double log_scale = exp_shifted(load(c.emission(b, pos[0]), K), K, w.sE.data()) + sh.smax;
+#pragma omp simd
+  for (int64_t k = 0; k < K; ++k) w.sA[k] = w.sE[k] * sh.start[k];
+  double ls = normalise(w.sA.data(), K);
+  if (std::isnan(ls)) return false;
+  log_scale += ls;
   for (int64_t i = 1; i < n; ++i) {
-    const S* Pm = P_shared;
-    double pmax = pmax_shared;
-    if (c.per_position) {
-      pmax = exp_shifted(c.edge(b, pos[i]), K * K, w.P.data());
-      Pm = w.P.data();
-    }
-    const S* prev = w.A.data() + (i - 1) * K;
-    S* cur = w.A.data() + i * K;
+    const double pmax = exp_shifted(load(c.edge(b, pos[i]), K * K), K * K, w.sP.data());
+    const S* prev = w.sA.data() + (i - 1) * K;
+    S* cur = w.sA.data() + i * K;
     for (int64_t j = 0; j < K; ++j) {
       const S a = prev[j];
-      if (a == S(0)) continue;
-      const S* row = Pm + j * K;
+      const S* row = w.sP.data() + j * K;
 #pragma omp simd
       for (int64_t k = 0; k < K; ++k) cur[k] += a * row[k];
     }
-    S* Ei = w.E.data() + i * K;  // exp(em - max), kept for the backward pass
-    const double emax = exp_shifted(c.emission(b, pos[i]), K, Ei);
+    S* Ei = w.sE.data() + i * K;  // exp(em - max), kept for the backward pass
+    const double emax = exp_shifted(load(c.emission(b, pos[i]), K), K, Ei);
 #pragma omp simd
     for (int64_t k = 0; k < K; ++k) cur[k] *= Ei[k];
-    const double ls = normalise(cur, K);
+    ls = normalise(cur, K);
     if (std::isnan(ls)) return false;
     log_scale += ls + pmax + emax;
   }
   {
-    const S* lastA = w.A.data() + (n - 1) * K;
-    w.tmp.resize(K);
-    for (int64_t k = 0; k < K; ++k)
-      w.tmp[k] = lastA[k] > 0 ? std::log(static_cast<double>(lastA[k])) + c.end[k] : kNegInf;
-    const double lz = log_scale + logsumexp(w.tmp.data(), K);
+    const S* lastA = w.sA.data() + (n - 1) * K;
+    double t = 0;
+    for (int64_t k = 0; k < K; ++k) t += static_cast<double>(lastA[k]) * sh.end[k];
+    if (!(t > 0)) return false;
+    const double lz = log_scale + std::log(t) + sh.emax;
     if (!std::isfinite(lz)) return false;
     if (out.logz) out.logz[b] = static_cast<S>(lz);
   }
   if (!out.node) return true;
   // ---- backward, with the marginals read off as we go
-  w.beta.resize(K);
-  w.prev_beta.resize(K);
+  w.sbeta.assign(sh.end_norm.begin(), sh.end_norm.end());
+  w.sprev.resize(K);
   w.prod.resize(K);
-  exp_shifted(c.end, K, w.beta.data());
-  normalise(w.beta.data(), K);
   for (int64_t i = n - 1; i >= 0; --i) {
-    const S* a = w.A.data() + i * K;
+    const S* a = w.sA.data() + i * K;
     double s = 0.0;
     for (int64_t k = 0; k < K; ++k) {
-      w.prod[k] = static_cast<double>(a[k]) * static_cast<double>(w.beta[k]);
+      w.prod[k] = static_cast<double>(a[k]) * static_cast<double>(w.sbeta[k]);
       s += w.prod[k];
     }
     if (!(s > Tiny<S>::value)) return false;  // alpha and beta (nearly) disjoint: use log space
@@ -271,211 +446,479 @@ bool scaled_one(const Chain<S>& c, int64_t b, const S* P_shared, double pmax_sha
         for (int64_t k = 0; k < K; ++k) out.first[b * K + k] = g[k];
       break;
     }
-    const S* Pm = P_shared;
-    if (c.per_position) {
-      exp_shifted(c.edge(b, pos[i]), K * K, w.P.data());
-      Pm = w.P.data();
-    }
-    const S* Ei = w.E.data() + i * K;
+    exp_shifted(load(c.edge(b, pos[i]), K * K), K * K, w.sP.data());
+    const S* Pm = w.sP.data();
+    const S* Ei = w.sE.data() + i * K;
 #pragma omp simd
-    for (int64_t k = 0; k < K; ++k) w.w[k] = Ei[k] * w.beta[k];
+    for (int64_t k = 0; k < K; ++k) w.sw[k] = Ei[k] * w.sbeta[k];
     for (int64_t j = 0; j < K; ++j) {
       const S* row = Pm + j * K;
       S acc = 0;
 #pragma omp simd reduction(+ : acc)
-      for (int64_t k = 0; k < K; ++k) acc += row[k] * w.w[k];
-      w.prev_beta[j] = acc;
+      for (int64_t k = 0; k < K; ++k) acc += row[k] * w.sw[k];
+      w.sprev[j] = acc;
     }
     if (out.edge) {
-      const S* ap = w.A.data() + (i - 1) * K;
+      const S* ap = w.sA.data() + (i - 1) * K;
       double tot = 0.0;
-      for (int64_t j = 0; j < K; ++j) tot += static_cast<double>(ap[j]) * w.prev_beta[j];
+      for (int64_t j = 0; j < K; ++j) tot += static_cast<double>(ap[j]) * w.sprev[j];
       if (!(tot > Tiny<S>::value)) return false;
-      S* x = c.per_position ? out.edge + (b * (c.T - 1) + (pos[i] - 1)) * K * K : out.edge + b * K * K;
+      S* x = out.edge + (b * (c.T - 1) + (pos[i] - 1)) * K * K;
       const S inv = static_cast<S>(1.0 / tot);
       for (int64_t j = 0; j < K; ++j) {
         const S aj = ap[j] * inv;
-        if (aj == S(0)) continue;
         const S* row = Pm + j * K;
         S* xr = x + j * K;
 #pragma omp simd
-        for (int64_t k = 0; k < K; ++k) xr[k] += aj * row[k] * w.w[k];
+        for (int64_t k = 0; k < K; ++k) xr[k] += aj * row[k] * w.sw[k];
       }
     }
-    if (std::isnan(normalise(w.prev_beta.data(), K))) return false;
-    std::swap(w.beta, w.prev_beta);
+    if (std::isnan(normalise(w.sprev.data(), K))) return false;
+    std::swap(w.sbeta, w.sprev);
   }
   return true;
 }
 
-// Zero what scaled_one may have written for sequence b before the log-space rerun.
+// ------------------------------------------------------------------------ blocks of W sequences
+
+// W sequences side by side, one per lane; lanes past the batch are empty (n = 0).
 template <typename S>
-void clear_one(const Chain<S>& c, int64_t b, const Out<S>& out) {
-  const int64_t T = c.T, K = c.K;
-  if (out.node) std::fill(out.node + b * T * K, out.node + (b + 1) * T * K, S(0));
-  if (out.edge) {
-    const int64_t per = c.per_position ? std::max<int64_t>(T - 1, 0) * K * K : K * K;
-    std::fill(out.edge + b * per, out.edge + (b + 1) * per, S(0));
+struct Lanes {
+  static constexpr int W = Simd<S>::W;
+  int64_t b[W];
+  const int64_t* pos[W];
+  int64_t n[W];
+  int64_t nmax;
+  typename Simd<S>::I nv;  // n as a vector
+
+  Lanes(const Rows& rows, int64_t block) : nmax(0), nv{} {
+    for (int l = 0; l < W; ++l) {
+      const int64_t r = block * W + l;
+      const bool real = r < static_cast<int64_t>(rows.order.size());
+      b[l] = real ? rows.order[r] : -1;
+      pos[l] = real ? rows.of(b[l]) : nullptr;
+      n[l] = real ? rows.length(b[l]) : 0;
+      nv[l] = static_cast<typename std::remove_reference<decltype(nv[0])>::type>(n[l]);
+      nmax = std::max(nmax, n[l]);
+    }
+  }
+  typename Simd<S>::I active(int64_t i) const { return nv > static_cast<decltype(nv[0] + 0)>(i); }
+};
+
+// E[i * K + k][l] = emission of lane l's i-th unmasked position, tag k (clamped); 0 past its end.
+template <typename S>
+void gather(const Chain<S>& c, const Lanes<S>& L, std::vector<typename Simd<S>::V>& E) {
+  using V = typename Simd<S>::V;
+  const int64_t K = c.K;
+  E.assign(L.nmax * K, V{});
+  for (int l = 0; l < Simd<S>::W; ++l)
+    for (int64_t i = 0; i < L.n[l]; ++i) {
+      const S* src = c.emission(L.b[l], L.pos[l][i]);
+      V* dst = E.data() + i * K;
+      for (int64_t k = 0; k < K; ++k) dst[k][l] = clamp_low(src[k]);
+    }
+}
+
+// Scaled forward-backward of a block with shared transitions. fail[l] is set for every lane whose
+// normalisers left the range (its outputs are then to be recomputed in log space).
+template <typename S>
+void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Work<S>& w,
+                  const Out<S>& out, bool* fail) {
+  using V = typename Simd<S>::V;
+  using I = typename Simd<S>::I;
+  constexpr int W = Simd<S>::W;
+  const int64_t K = c.K, T = c.T, N = L.nmax;
+  const S tiny = static_cast<S>(Tiny<S>::value);
+  const V one = V{} + S(1);
+  const S* P = sh.P.data();
+  const S* PT = sh.PT.data();
+  gather(c, L, w.E);
+  w.A.resize(N * K);
+  double lsc[W], prod[W];
+  for (int l = 0; l < W; ++l) {
+    lsc[l] = sh.smax;
+    prod[l] = 1.0;
+    fail[l] = false;
+  }
+  // Normalise v (K vectors) lane by lane; active lanes record the normaliser (plus `extra`, the log of
+  // the factors taken out beforehand) and fail below TINY.
+  auto normalise_lanes = [&](V* v, I active, double extra) {
+    V s = V{};
+    for (int64_t k = 0; k < K; ++k) s += v[k];
+    const I ok = s > tiny;
+    const V safe = ok ? s : one;
+    const V inv = one / safe;
+    for (int64_t k = 0; k < K; ++k) v[k] *= inv;
+    for (int l = 0; l < W; ++l)
+      if (active[l]) {
+        fail[l] |= !ok[l];
+        prod[l] *= static_cast<double>(safe[l]);
+        lsc[l] += extra;
+      }
+  };
+  // exp(E_i - max) in place, the max added to the log scale.
+  auto exp_row = [&](int64_t i) {
+    V* e = w.E.data() + i * K;
+    V m = e[0];
+    for (int64_t k = 1; k < K; ++k) m = e[k] > m ? e[k] : m;
+    for (int64_t k = 0; k < K; ++k) e[k] = vexp(e[k] - m);
+    for (int l = 0; l < W; ++l) lsc[l] += static_cast<double>(m[l]);  // 0 on padding
+  };
+  // ---- forward
+  exp_row(0);
+  for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] * sh.start[k];
+  normalise_lanes(w.A.data(), L.active(0), 0.0);
+  for (int64_t i = 1; i < N; ++i) {
+    exp_row(i);
+    const V* prev = w.A.data() + (i - 1) * K;
+    V* cur = w.A.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) cur[k] = V{};
+    for (int64_t j = 0; j < K; ++j) {
+      const V a = prev[j];
+      const S* row = P + j * K;
+      for (int64_t k = 0; k < K; ++k) cur[k] += a * row[k];
+    }
+    const V* e = w.E.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) cur[k] *= e[k];
+    normalise_lanes(cur, L.active(i), sh.pmax);
+    if ((i & 7) == 0)  // keep the running products of normalisers (each in [TINY, K]) in range
+      for (int l = 0; l < W; ++l) {
+        lsc[l] += std::log(prod[l]);
+        prod[l] = 1.0;
+      }
+  }
+  for (int l = 0; l < W; ++l) {
+    if (L.n[l] == 0 || fail[l]) continue;
+    const V* last = w.A.data() + (L.n[l] - 1) * K;
+    double t = 0;
+    for (int64_t k = 0; k < K; ++k) t += static_cast<double>(last[k][l]) * sh.end[k];
+    const double lz = lsc[l] + std::log(prod[l]) + std::log(t) + sh.emax;
+    if (!(t > 0) || !std::isfinite(lz)) {
+      fail[l] = true;
+      continue;
+    }
+    if (out.logz) out.logz[L.b[l]] = static_cast<S>(lz);
+  }
+  if (!out.node) return;
+  // ---- backward, with the marginals read off as we go
+  for (int l = 0; l < W; ++l) {  // masked positions get 0; first/last and edges are written below
+    if (L.n[l] == 0) continue;
+    const uint8_t* m = c.mask + L.b[l] * T;
+    for (int64_t t = 0; t < T; ++t)
+      if (!m[t]) std::fill(out.node + (L.b[l] * T + t) * K, out.node + (L.b[l] * T + t + 1) * K, S(0));
+  }
+  w.beta.assign(K, one);
+  w.nb.resize(K);
+  w.wv.resize(K);
+  if (out.edge) w.acc.assign(K * K, V{});
+  for (int64_t i = N - 1; i >= 0; --i) {
+    for (int l = 0; l < W; ++l)
+      if (L.n[l] - 1 == i)
+        for (int64_t k = 0; k < K; ++k) w.beta[k][l] = sh.end_norm[k];
+    const I active = L.active(i);
+    const V* a = w.A.data() + i * K;
+    V s = V{};
+    for (int64_t k = 0; k < K; ++k) {
+      w.wv[k] = a[k] * w.beta[k];
+      s += w.wv[k];
+    }
+    const I ok = s > tiny;
+    const V inv = one / (ok ? s : one);
+    for (int l = 0; l < W; ++l) {
+      if (!active[l]) continue;
+      fail[l] |= !ok[l];
+      if (fail[l]) continue;
+      const int64_t b = L.b[l];
+      S* g = out.node + (b * T + L.pos[l][i]) * K;
+      for (int64_t k = 0; k < K; ++k) g[k] = w.wv[k][l] * inv[l];
+      if (i == L.n[l] - 1 && out.last) std::copy(g, g + K, out.last + b * K);
+      if (i == 0 && out.first) std::copy(g, g + K, out.first + b * K);
+    }
+    if (i == 0) break;
+    const V* e = w.E.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) w.wv[k] = e[k] * w.beta[k];
+    for (int64_t j = 0; j < K; ++j) w.nb[j] = V{};
+    for (int64_t k = 0; k < K; ++k) {
+      const V x = w.wv[k];
+      const S* col = PT + k * K;
+      for (int64_t j = 0; j < K; ++j) w.nb[j] += x * col[j];
+    }
+    if (out.edge) {
+      const V* ap = w.A.data() + (i - 1) * K;
+      V tot = V{};
+      for (int64_t j = 0; j < K; ++j) tot += ap[j] * w.nb[j];
+      const I okt = tot > tiny;
+      for (int l = 0; l < W; ++l)
+        if (active[l]) fail[l] |= !okt[l];
+      const V invt = (okt & active) ? one / (okt ? tot : one) : V{};
+      for (int64_t j = 0; j < K; ++j) {
+        const V aj = ap[j] * invt;
+        const S* row = P + j * K;
+        V* acc = w.acc.data() + j * K;
+        for (int64_t k = 0; k < K; ++k) acc[k] += (aj * w.wv[k]) * row[k];
+      }
+    }
+    V s2 = V{};
+    for (int64_t j = 0; j < K; ++j) s2 += w.nb[j];
+    const I ok2 = s2 > tiny;
+    for (int l = 0; l < W; ++l)
+      if (active[l]) fail[l] |= !ok2[l];
+    const V inv2 = one / (ok2 ? s2 : one);
+    for (int64_t j = 0; j < K; ++j) w.nb[j] *= inv2;
+    std::swap(w.beta, w.nb);
+  }
+  if (out.edge)
+    for (int l = 0; l < W; ++l) {
+      if (L.n[l] == 0) continue;
+      S* x = out.edge + L.b[l] * K * K;
+      for (int64_t q = 0; q < K * K; ++q) x[q] = w.acc[q][l];
+    }
+}
+
+// Viterbi of a block with shared transitions: the max-plus forward pass over all lanes, then each
+// lane's back-trace, recomputing the arg-max along its best path.
+template <typename S>
+void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, int64_t* paths) {
+  using V = typename Simd<S>::V;
+  constexpr int W = Simd<S>::W;
+  const int64_t K = c.K, T = c.T, N = L.nmax;
+  std::vector<S>& tr = w.sP;
+  tr.resize(K * K);
+  for (int64_t q = 0; q < K * K; ++q) tr[q] = clamp_low(c.trans[q]);
+  gather(c, L, w.E);
+  w.A.resize(N * K);
+  const V ninf = V{} - std::numeric_limits<S>::infinity();
+  for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] + clamp_low(c.start[k]);
+  for (int64_t i = 1; i < N; ++i) {
+    const V* prev = w.A.data() + (i - 1) * K;
+    V* cur = w.A.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) cur[k] = ninf;
+    for (int64_t j = 0; j < K; ++j) {
+      const V d = prev[j];
+      const S* row = tr.data() + j * K;
+      for (int64_t k = 0; k < K; ++k) {
+        const V cand = d + row[k];
+        cur[k] = cand > cur[k] ? cand : cur[k];
+      }
+    }
+    const V* e = w.E.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
+  }
+  for (int l = 0; l < W; ++l) {
+    const int64_t n = L.n[l], b = L.b[l];
+    if (n == 0) continue;
+    int64_t* path = paths + b * T;
+    const V* d = w.A.data() + (n - 1) * K;
+    int64_t best = 0;
+    S best_score = d[0][l] + clamp_low(c.end[0]);
+    for (int64_t k = 1; k < K; ++k) {
+      const S v = d[k][l] + clamp_low(c.end[k]);
+      if (v > best_score) {
+        best_score = v;
+        best = k;
+      }
+    }
+    scores[b] = best_score;
+    path[L.pos[l][n - 1]] = best;
+    for (int64_t i = n - 1; i > 0; --i) {
+      const V* prev = w.A.data() + (i - 1) * K;
+      int64_t arg = 0;
+      S m = prev[0][l] + tr[best];
+      for (int64_t j = 1; j < K; ++j) {
+        const S cand = prev[j][l] + tr[j * K + best];
+        if (cand > m) {
+          m = cand;
+          arg = j;
+        }
+      }
+      best = arg;
+      path[L.pos[l][i - 1]] = best;
+    }
   }
 }
 
-template <typename F>
-void parallel_rows(int64_t B, int num_threads, F&& body) {
-  const int64_t threads = std::max<int64_t>(1, std::min<int64_t>(num_threads, B));
-  if (threads == 1) {
-    body(0, B);
+// Viterbi of one sequence with per-edge transitions (vectorised over tags, back-pointers stored).
+template <typename S>
+void viterbi_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Work<S>& w, S* scores,
+                 int64_t* paths) {
+  const int64_t K = c.K, T = c.T;
+  std::vector<S>& delta = w.sbeta;
+  std::vector<S>& next = w.sprev;
+  std::vector<S>& tr = w.sP;
+  delta.resize(K);
+  next.resize(K);
+  tr.resize(K * K);
+  std::vector<int32_t> back(n * K, 0);
+  const S* e0 = c.emission(b, pos[0]);
+  for (int64_t k = 0; k < K; ++k) delta[k] = clamp_low(c.start[k]) + clamp_low(e0[k]);
+  for (int64_t i = 1; i < n; ++i) {
+    const S* src = c.edge(b, pos[i]);
+    for (int64_t q = 0; q < K * K; ++q) tr[q] = clamp_low(src[q]);
+    int32_t* bp = back.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) next[k] = -std::numeric_limits<S>::infinity();
+    // Branch-free (vectorised with blends); the strict '>' over ascending j keeps the lowest previous
+    // tag on ties, as torch.max does.
+    for (int64_t j = 0; j < K; ++j) {
+      const S d = delta[j];
+      const S* row = tr.data() + j * K;
+      const int32_t jj = static_cast<int32_t>(j);
+#pragma omp simd
+      for (int64_t k = 0; k < K; ++k) {
+        const S cand = d + row[k];
+        const bool gt = cand > next[k];
+        next[k] = gt ? cand : next[k];
+        bp[k] = gt ? jj : bp[k];
+      }
+    }
+    const S* e = c.emission(b, pos[i]);
+    for (int64_t k = 0; k < K; ++k) delta[k] = next[k] + clamp_low(e[k]);
+  }
+  int64_t best = 0;
+  S best_score = delta[0] + clamp_low(c.end[0]);
+  for (int64_t k = 1; k < K; ++k)
+    if (delta[k] + clamp_low(c.end[k]) > best_score) {
+      best_score = delta[k] + clamp_low(c.end[k]);
+      best = k;
+    }
+  scores[b] = best_score;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    paths[b * T + pos[i]] = best;
+    if (i > 0) best = back[i * K + best];
+  }
+}
+
+// ------------------------------------------------------------------------------------ drivers
+
+// body(task, work) for every task in [0, tasks), spread over up to `threads` threads.
+template <typename S, typename F>
+void run_tasks(int64_t tasks, int threads, F&& body) {
+  const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(threads, tasks));
+  if (nt == 1) {
+    FlushDenormals ftz;
+    Work<S> w;
+    for (int64_t t = 0; t < tasks; ++t) body(t, w);
     return;
   }
-  std::vector<std::thread> pool;
-  const int64_t chunk = (B + threads - 1) / threads;
-  for (int64_t t = 1; t < threads; ++t) {
-    const int64_t lo = t * chunk, hi = std::min(B, lo + chunk);
-    if (lo < hi) pool.emplace_back([&body, lo, hi] { body(lo, hi); });
-  }
-  body(0, std::min(B, chunk));
-  for (auto& th : pool) th.join();
-}
-
-// The loss gradient: subtract the gold path's indicators from the marginals (node, edge, first, last)
-// and write the gold path's score. tags (B, T) int64, read at unmasked positions only.
-template <typename S>
-void subtract_gold(const Chain<S>& c, int64_t b, const std::vector<int64_t>& pos, const int64_t* tags,
-                   S* gold, const Out<S>& out) {
-  const int64_t K = c.K, T = c.T, n = static_cast<int64_t>(pos.size());
-  double total = 0.0;
-  int64_t prev = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t t = pos[i];
-    const int64_t z = tags[b * T + t];
-    total += c.emission(b, t)[z];
-    if (out.node) out.node[(b * T + t) * K + z] -= S(1);
-    if (i == 0) {
-      total += c.start[z];
-      if (out.first) out.first[b * K + z] -= S(1);
-    } else {
-      total += c.edge(b, t)[prev * K + z];
-      if (out.edge) {
-        S* x = c.per_position ? out.edge + (b * (T - 1) + (t - 1)) * K * K : out.edge + b * K * K;
-        x[prev * K + z] -= S(1);
-      }
-    }
-    if (i == n - 1) {
-      total += c.end[z];
-      if (out.last) out.last[b * K + z] -= S(1);
-    }
-    prev = z;
-  }
-  if (gold) gold[b] = static_cast<S>(total);
-}
-
-template <typename S>
-void forward_backward(const Chain<S>& c, const Out<S>& out, int num_threads, const int64_t* tags = nullptr,
-                      S* gold = nullptr) {
-  const int64_t K = c.K;
-  std::vector<S> P_shared;
-  double pmax = 0.0;
-  if (!c.per_position && K > 0) {
-    P_shared.resize(K * K);
-    pmax = exp_shifted(c.trans, K * K, P_shared.data());
-  }
-  parallel_rows(c.B, num_threads, [&](int64_t lo, int64_t hi) {
+#if defined(_OPENMP)
+#pragma omp parallel num_threads(static_cast<int>(nt))
+  {
+    FlushDenormals ftz;
     Work<S> w;
-    for (int64_t b = lo; b < hi; ++b) {
-      // Outputs arrive uninitialised: zero this sequence's part (masked rows stay 0).
-      clear_one(c, b, out);
-      if (out.logz) out.logz[b] = S(0);
-      if (gold) gold[b] = S(0);
-      if (out.first) std::fill(out.first + b * c.K, out.first + (b + 1) * c.K, S(0));
-      if (out.last) std::fill(out.last + b * c.K, out.last + (b + 1) * c.K, S(0));
-      c.positions(b, w.pos);
-      if (w.pos.empty()) continue;
-      if (!scaled_one(c, b, P_shared.data(), pmax, w, out)) {
-        clear_one(c, b, out);
-        log_space_one(c, b, w, out);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) body(t, w);
+  }
+#else
+  std::atomic<int64_t> next{0};
+  auto worker = [&] {
+    FlushDenormals ftz;
+    Work<S> w;
+    for (int64_t t = next++; t < tasks; t = next++) body(t, w);
+  };
+  std::vector<std::thread> pool;
+  for (int64_t i = 1; i < nt; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+#endif
+}
+
+// The flat index b * T + t of the first unmasked tag outside [0, K), or -1.
+int64_t first_bad_tag(const uint8_t* mask, const int64_t* tags, int64_t n, int64_t K) {
+  for (int64_t q = 0; q < n; ++q)
+    if (mask[q] && (tags[q] < 0 || tags[q] >= K)) return q;
+  return -1;
+}
+
+// Gradients of sum_b grad[b] * f_b from the per-sequence ones (the backward of the fused loss):
+// d_em = grad[b] * node (B, T, K); d_tr = sum_b grad[b] * edge[b] (K, K), or grad[b] * edge (B, T-1, K,
+// K) per edge; d_start, d_end = sum_b grad[b] * first[b], last[b] (K,). Null inputs are skipped.
+template <typename S>
+void scale_grads(const S* grad, const S* node, const S* edge, const S* first, const S* last, int64_t B,
+                 int64_t T, int64_t K, bool per_position, S* d_em, S* d_tr, S* d_start, S* d_end) {
+  const int64_t TK = T * K, KK = K * K, per = per_position ? std::max<int64_t>(T - 1, 0) * KK : KK;
+  if (d_tr && !per_position) std::fill(d_tr, d_tr + KK, S(0));
+  if (d_start) std::fill(d_start, d_start + K, S(0));
+  if (d_end) std::fill(d_end, d_end + K, S(0));
+  for (int64_t b = 0; b < B; ++b) {
+    const S g = grad[b];
+    if (d_em) {
+      const S* x = node + b * TK;
+      S* y = d_em + b * TK;
+#pragma omp simd
+      for (int64_t q = 0; q < TK; ++q) y[q] = g * x[q];
+    }
+    if (d_tr) {
+      const S* x = edge + b * per;
+      S* y = per_position ? d_tr + b * per : d_tr;
+      if (per_position) {
+#pragma omp simd
+        for (int64_t q = 0; q < per; ++q) y[q] = g * x[q];
+      } else {
+#pragma omp simd
+        for (int64_t q = 0; q < KK; ++q) y[q] += g * x[q];
       }
-      if (tags != nullptr) subtract_gold(c, b, w.pos, tags, gold, out);
+    }
+    if (d_start)
+      for (int64_t k = 0; k < K; ++k) d_start[k] += g * first[b * K + k];
+    if (d_end)
+      for (int64_t k = 0; k < K; ++k) d_end[k] += g * last[b * K + k];
+  }
+}
+
+template <typename S>
+void forward_backward(const Chain<S>& c, const Out<S>& out, int threads, const int64_t* tags = nullptr,
+                      S* gold = nullptr) {
+  constexpr int W = Simd<S>::W;
+  const Rows rows(c.mask, c.B, c.T);
+  for (int64_t b = 0; b < c.B; ++b)  // outputs arrive uninitialised; empty rows stay 0
+    if (rows.length(b) == 0) {
+      clear_one(c, b, out);
+      if (gold) gold[b] = S(0);
+    }
+  const Shared<S> sh(c, !c.per_position);
+  auto redo = [&](int64_t b, Work<S>& w) {  // the log-space fallback for sequence b
+    clear_one(c, b, out);
+    log_space_one(c, b, rows.of(b), rows.length(b), w, out);
+  };
+  if (c.per_position) {
+    const int64_t tasks = static_cast<int64_t>(rows.order.size());
+    run_tasks<S>(tasks, threads, [&](int64_t task, Work<S>& w) {
+      const int64_t b = rows.order[task];
+      clear_one(c, b, out);
+      if (!scaled_one(c, b, sh, rows.of(b), rows.length(b), w, out)) redo(b, w);
+      if (tags) subtract_gold(c, b, rows.of(b), rows.length(b), tags, gold, out);
+    });
+    return;
+  }
+  const int64_t blocks = (static_cast<int64_t>(rows.order.size()) + W - 1) / W;
+  run_tasks<S>(blocks, threads, [&](int64_t block, Work<S>& w) {
+    const Lanes<S> L(rows, block);
+    bool fail[W];
+    scaled_block(c, L, sh, w, out, fail);
+    for (int l = 0; l < W; ++l) {
+      if (L.n[l] == 0) continue;
+      if (fail[l]) redo(L.b[l], w);
+      if (tags) subtract_gold(c, L.b[l], L.pos[l], L.n[l], tags, gold, out);
     }
   });
 }
 
 template <typename S>
-void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int num_threads) {
-  const int64_t K = c.K, T = c.T;
-  const bool transpose = !c.per_position && K >= 32;
-  std::vector<S> trT(transpose ? K * K : 0);  // [to][from]
-  if (transpose)
-    for (int64_t j = 0; j < K; ++j)
-      for (int64_t k = 0; k < K; ++k) trT[k * K + j] = c.trans[j * K + k];
-  parallel_rows(c.B, num_threads, [&](int64_t lo, int64_t hi) {
-    std::vector<int64_t> pos;
-    std::vector<S> delta(K), next(K);
-    std::vector<int32_t> back;
-    for (int64_t b = lo; b < hi; ++b) {
-      std::fill(paths + b * T, paths + (b + 1) * T, int64_t(-1));
-      c.positions(b, pos);
-      const int64_t n = static_cast<int64_t>(pos.size());
-      if (n == 0) {
-        scores[b] = S(0);
-        continue;
-      }
-      back.assign(n * K, 0);
-      const S* e0 = c.emission(b, pos[0]);
-      for (int64_t k = 0; k < K; ++k) delta[k] = c.start[k] + e0[k];
-      for (int64_t i = 1; i < n; ++i) {
-        const S* tr = c.edge(b, pos[i]);
-        int32_t* bp = back.data() + i * K;
-        // Branch-free (vectorised with blends); the strict '>' over ascending j keeps the lowest
-        // previous tag on ties, as torch.max does.
-        if (!trT.empty()) {
-          // Shared transitions, K >= 32, transposed once: for each k a max-reduction over contiguous
-          // j in registers, then the lowest j attaining it (a min-reduction), both vectorised. (For
-          // small K the horizontal reductions cost more than the blend loop below.)
-          for (int64_t k = 0; k < K; ++k) {
-            const S* col = trT.data() + k * K;
-            S m = -std::numeric_limits<S>::infinity();
-#pragma omp simd reduction(max : m)
-            for (int64_t j = 0; j < K; ++j) m = std::max(m, delta[j] + col[j]);
-            int32_t arg = static_cast<int32_t>(K);
-#pragma omp simd reduction(min : arg)
-            for (int64_t j = 0; j < K; ++j)
-              arg = std::min(arg, delta[j] + col[j] == m ? static_cast<int32_t>(j) : arg);
-            next[k] = m;
-            bp[k] = arg < K ? arg : 0;
-          }
-          const S* e = c.emission(b, pos[i]);
-          for (int64_t k = 0; k < K; ++k) delta[k] = next[k] + e[k];
-          continue;
-        }
-        for (int64_t k = 0; k < K; ++k) next[k] = -std::numeric_limits<S>::infinity();
-        for (int64_t k = 0; k < K; ++k) bp[k] = 0;
-        for (int64_t j = 0; j < K; ++j) {
-          const S d = delta[j];
-          const S* row = tr + j * K;
-          const int32_t jj = static_cast<int32_t>(j);
-#pragma omp simd
-          for (int64_t k = 0; k < K; ++k) {
-            const S cand = d + row[k];
-            const bool gt = cand > next[k];
-            next[k] = gt ? cand : next[k];
-            bp[k] = gt ? jj : bp[k];
-          }
-        }
-        const S* e = c.emission(b, pos[i]);
-        for (int64_t k = 0; k < K; ++k) delta[k] = next[k] + e[k];
-      }
-      int64_t best = 0;
-      S best_score = delta[0] + c.end[0];
-      for (int64_t k = 1; k < K; ++k)
-        if (delta[k] + c.end[k] > best_score) {
-          best_score = delta[k] + c.end[k];
-          best = k;
-        }
-      scores[b] = best_score;
-      for (int64_t i = n - 1; i >= 0; --i) {
-        paths[b * T + pos[i]] = best;
-        if (i > 0) best = back[i * K + best];
-      }
-    }
+void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int threads) {
+  constexpr int W = Simd<S>::W;
+  const Rows rows(c.mask, c.B, c.T);
+  std::fill(paths, paths + c.B * c.T, int64_t(-1));
+  for (int64_t b = 0; b < c.B; ++b)
+    if (rows.length(b) == 0) scores[b] = S(0);
+  if (c.per_position) {
+    run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>& w) {
+      const int64_t b = rows.order[task];
+      viterbi_one(c, b, rows.of(b), rows.length(b), w, scores, paths);
+    });
+    return;
+  }
+  const int64_t blocks = (static_cast<int64_t>(rows.order.size()) + W - 1) / W;
+  run_tasks<S>(blocks, threads, [&](int64_t block, Work<S>& w) {
+    viterbi_block(c, Lanes<S>(rows, block), w, scores, paths);
   });
 }
 
@@ -489,7 +932,15 @@ Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const 
 
 extern "C" {
 
-int crfhead_abi_version() { return 3; }
+int crfhead_abi_version() { return 5; }
+
+int crfhead_openmp() {
+#if defined(_OPENMP)
+  return 1;
+#else
+  return 0;
+#endif
+}
 
 #define CRFHEAD_DEFINE(SUFFIX, S)                                                                          \
   void crfhead_forward_backward_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,       \
@@ -499,12 +950,22 @@ int crfhead_abi_version() { return 3; }
     forward_backward(chain(em, trans, start, end, mask, B, T, K, per_position),                            \
                      Out<S>{logz, node, edge, first, last}, num_threads);                                   \
   }                                                                                                         \
-  void crfhead_nll_grad_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,                \
-                                 const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,   \
-                                 const int64_t* tags, S* logz, S* gold, S* node, S* edge, S* first,       \
-                                 S* last, int num_threads) {                                               \
+  /* loss = log Z - gold score and its gradient; returns the flat index of the first unmasked tag out */   \
+  /* of range (nothing is computed then), else -1. */                                                      \
+  int64_t crfhead_nll_grad_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,             \
+                                    const uint8_t* mask, int64_t B, int64_t T, int64_t K,                   \
+                                    int per_position, const int64_t* tags, S* loss, S* gold, S* node,       \
+                                    S* edge, S* first, S* last, int num_threads) {                          \
+    const int64_t bad = first_bad_tag(mask, tags, B * T, K);                                                \
+    if (bad >= 0) return bad;                                                                               \
     forward_backward(chain(em, trans, start, end, mask, B, T, K, per_position),                            \
-                     Out<S>{logz, node, edge, first, last}, num_threads, tags, gold);                       \
+                     Out<S>{loss, node, edge, first, last}, num_threads, tags, gold);                       \
+    return -1;                                                                                              \
+  }                                                                                                         \
+  void crfhead_scale_grads_##SUFFIX(const S* grad, const S* node, const S* edge, const S* first,           \
+                                    const S* last, int64_t B, int64_t T, int64_t K, int per_position,       \
+                                    S* d_em, S* d_tr, S* d_start, S* d_end) {                               \
+    scale_grads(grad, node, edge, first, last, B, T, K, per_position != 0, d_em, d_tr, d_start, d_end);    \
   }                                                                                                         \
   void crfhead_viterbi_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,                 \
                                 const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,     \
