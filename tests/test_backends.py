@@ -258,7 +258,9 @@ def test_posterior_decode_accepts_a_backend(seed: int) -> None:
 CPU = pytest.mark.skipif("cpu" not in FUSED, reason="the cpu kernel is unavailable here")
 
 
-def _block_case(seed: int, B: int, T: int, K: int, dtype: torch.dtype) -> tuple[Chain, torch.Tensor]:
+def _block_case(
+    seed: int, B: int, T: int, K: int, dtype: torch.dtype
+) -> tuple[Chain, torch.Tensor]:
     c = _constrained(seed, B, T, K, per_position=False)
     g = torch.Generator().manual_seed(seed + 2)
     lengths = torch.randint(0, T + 1, (B,), generator=g)
@@ -411,3 +413,18 @@ print("OK")
     assert done.returncode == 0, done.stderr
     assert "OK" in done.stdout
     assert "built without OpenMP: compiling chain_cpu.cpp failed: no openmp here" in done.stderr
+
+
+@CPU
+def test_cpu_nll_gradcheck_and_gradgradcheck_float64() -> None:
+    """The fused loss (one native call for value and gradient, one for the scaling) in float64."""
+    from crfhead.chain import nll
+
+    c, tags = _block_case(8, 11, 6, 3, torch.float64)
+    args = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+
+    def f(em, tr, s, e):
+        return nll(make_potentials(em, tr, s, e, c.mask), tags, backend="cpu")[0]
+
+    assert torch.autograd.gradcheck(f, args)
+    assert torch.autograd.gradgradcheck(f, args)

@@ -350,8 +350,11 @@ def _double_backward(ctx: Any, grad: Tensor) -> list[Tensor | None]:
     if tags is None:
         return list(g[:4])
     with torch.enable_grad():
-        leaves = [x.detach().requires_grad_(True) for x in (emissions, transitions, start, end)]
-        gold = score(ChainPotentials(*leaves, mask), torch.where(mask, tags, 0))
+        em_, tr_, st_, en_ = (
+            x.detach().requires_grad_(True) for x in (emissions, transitions, start, end)
+        )
+        leaves = (em_, tr_, st_, en_)
+        gold = score(ChainPotentials(em_, tr_, st_, en_, mask), torch.where(mask, tags, 0))
         counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True)
     return [
         None if a is None else a - (0 if c is None else c)

@@ -41,6 +41,7 @@
 #include <numeric>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -479,6 +480,70 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
   return true;
 }
 
+
+// ----------------------------------------------------------------- the K x K step of a block
+
+// out[k] = sum_j x[j] * M[j * K + k] (sum-product) or max_j x[j] + M[j * K + k] (max-product), for
+// K vectors x. With K known at compile time (KC > 0; instantiated for K <= kMaxFixedK) the K
+// accumulators live in registers; otherwise they are updated in memory.
+constexpr int kMaxFixedK = 20;
+
+struct SumProduct {
+  template <typename V>
+  static V identity() { return V{}; }
+  template <typename V, typename S>
+  static V first(V x, S m) { return x * m; }
+  template <typename V, typename S>
+  static V step(V acc, V x, S m) { return acc + x * m; }
+};
+struct MaxPlus {
+  template <typename V>
+  static V identity() { return V{} - std::numeric_limits<decltype(V{}[0] + 0)>::infinity(); }
+  template <typename V, typename S>
+  static V first(V x, S m) { return x + m; }
+  template <typename V, typename S>
+  static V step(V acc, V x, S m) {
+    const V cand = x + m;
+    return cand > acc ? cand : acc;  // strict: the first (lowest) j wins ties
+  }
+};
+
+template <typename Op, int KC, typename V, typename S>
+inline void step_fixed(const V* x, const S* M, V* out) {
+  V acc[KC];
+  for (int k = 0; k < KC; ++k) acc[k] = Op::first(x[0], M[k]);
+  for (int j = 1; j < KC; ++j) {
+    const V a = x[j];
+    const S* row = M + j * KC;
+    for (int k = 0; k < KC; ++k) acc[k] = Op::step(acc[k], a, row[k]);
+  }
+  for (int k = 0; k < KC; ++k) out[k] = acc[k];
+}
+
+template <typename Op, typename V, typename S>
+inline void step_any(const V* __restrict x, const S* __restrict M, V* __restrict out, int64_t K) {
+  for (int64_t k = 0; k < K; ++k) out[k] = Op::template identity<V>();
+  for (int64_t j = 0; j < K; ++j) {
+    const V a = x[j];
+    const S* row = M + j * K;
+    for (int64_t k = 0; k < K; ++k) out[k] = Op::step(out[k], a, row[k]);
+  }
+}
+
+template <typename Op, typename V, typename S, int... Ks>
+inline void step_dispatch(const V* x, const S* M, V* out, int64_t K,
+                          std::integer_sequence<int, Ks...>) {
+  bool done = false;
+  ((K == Ks + 1 ? (step_fixed<Op, Ks + 1>(x, M, out), done = true) : false), ...);
+  if (!done) step_any<Op>(x, M, out, K);
+}
+
+// `out` must not alias `x`.
+template <typename Op, typename V, typename S>
+inline void chain_step(const V* x, const S* M, V* out, int64_t K) {
+  step_dispatch<Op>(x, M, out, K, std::make_integer_sequence<int, kMaxFixedK>{});
+}
+
 // ------------------------------------------------------------------------ blocks of W sequences
 
 // W sequences side by side, one per lane; lanes past the batch are empty (n = 0).
@@ -572,12 +637,7 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
     exp_row(i);
     const V* prev = w.A.data() + (i - 1) * K;
     V* cur = w.A.data() + i * K;
-    for (int64_t k = 0; k < K; ++k) cur[k] = V{};
-    for (int64_t j = 0; j < K; ++j) {
-      const V a = prev[j];
-      const S* row = P + j * K;
-      for (int64_t k = 0; k < K; ++k) cur[k] += a * row[k];
-    }
+    chain_step<SumProduct>(prev, P, cur, K);
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) cur[k] *= e[k];
     normalise_lanes(cur, L.active(i), sh.pmax);
@@ -624,25 +684,16 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
     }
     const I ok = s > tiny;
     const V inv = one / (ok ? s : one);
-    for (int l = 0; l < W; ++l) {
-      if (!active[l]) continue;
-      fail[l] |= !ok[l];
-      if (fail[l]) continue;
-      const int64_t b = L.b[l];
-      S* g = out.node + (b * T + L.pos[l][i]) * K;
-      for (int64_t k = 0; k < K; ++k) g[k] = w.wv[k][l] * inv[l];
-      if (i == L.n[l] - 1 && out.last) std::copy(g, g + K, out.last + b * K);
-      if (i == 0 && out.first) std::copy(g, g + K, out.first + b * K);
-    }
+    // A[i] is not needed any more: it takes the node marginals, scattered to the output at the end
+    // (reading lanes back right after the vector stores would stall store-to-load forwarding).
+    V* g = w.A.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) g[k] = w.wv[k] * inv;
+    for (int l = 0; l < W; ++l)
+      if (active[l]) fail[l] |= !ok[l];
     if (i == 0) break;
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) w.wv[k] = e[k] * w.beta[k];
-    for (int64_t j = 0; j < K; ++j) w.nb[j] = V{};
-    for (int64_t k = 0; k < K; ++k) {
-      const V x = w.wv[k];
-      const S* col = PT + k * K;
-      for (int64_t j = 0; j < K; ++j) w.nb[j] += x * col[j];
-    }
+    chain_step<SumProduct>(w.wv.data(), PT, w.nb.data(), K);
     if (out.edge) {
       const V* ap = w.A.data() + (i - 1) * K;
       V tot = V{};
@@ -651,11 +702,11 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
       for (int l = 0; l < W; ++l)
         if (active[l]) fail[l] |= !okt[l];
       const V invt = (okt & active) ? one / (okt ? tot : one) : V{};
+      // sum_i a_{i-1}(j) P(j, k) w_i(k) / tot_i: P(j, k) is factored out, applied at the end.
       for (int64_t j = 0; j < K; ++j) {
         const V aj = ap[j] * invt;
-        const S* row = P + j * K;
         V* acc = w.acc.data() + j * K;
-        for (int64_t k = 0; k < K; ++k) acc[k] += (aj * w.wv[k]) * row[k];
+        for (int64_t k = 0; k < K; ++k) acc[k] += aj * w.wv[k];
       }
     }
     V s2 = V{};
@@ -667,12 +718,24 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
     for (int64_t j = 0; j < K; ++j) w.nb[j] *= inv2;
     std::swap(w.beta, w.nb);
   }
-  if (out.edge)
-    for (int l = 0; l < W; ++l) {
-      if (L.n[l] == 0) continue;
-      S* x = out.edge + L.b[l] * K * K;
-      for (int64_t q = 0; q < K * K; ++q) x[q] = w.acc[q][l];
+  for (int l = 0; l < W; ++l) {
+    if (L.n[l] == 0 || fail[l]) continue;
+    const int64_t b = L.b[l];
+    for (int64_t i = 0; i < L.n[l]; ++i) {
+      const V* g = w.A.data() + i * K;
+      S* dst = out.node + (b * T + L.pos[l][i]) * K;
+      for (int64_t k = 0; k < K; ++k) dst[k] = g[k][l];
     }
+    if (out.first) std::copy(out.node + (b * T + L.pos[l][0]) * K, out.node + (b * T + L.pos[l][0] + 1) * K, out.first + b * K);
+    if (out.last) {
+      const S* g = out.node + (b * T + L.pos[l][L.n[l] - 1]) * K;
+      std::copy(g, g + K, out.last + b * K);
+    }
+    if (out.edge) {
+      S* x = out.edge + b * K * K;
+      for (int64_t q = 0; q < K * K; ++q) x[q] = w.acc[q][l] * P[q];
+    }
+  }
 }
 
 // Viterbi of a block with shared transitions: the max-plus forward pass over all lanes, then each
@@ -687,20 +750,11 @@ void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, 
   for (int64_t q = 0; q < K * K; ++q) tr[q] = clamp_low(c.trans[q]);
   gather(c, L, w.E);
   w.A.resize(N * K);
-  const V ninf = V{} - std::numeric_limits<S>::infinity();
   for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] + clamp_low(c.start[k]);
   for (int64_t i = 1; i < N; ++i) {
     const V* prev = w.A.data() + (i - 1) * K;
     V* cur = w.A.data() + i * K;
-    for (int64_t k = 0; k < K; ++k) cur[k] = ninf;
-    for (int64_t j = 0; j < K; ++j) {
-      const V d = prev[j];
-      const S* row = tr.data() + j * K;
-      for (int64_t k = 0; k < K; ++k) {
-        const V cand = d + row[k];
-        cur[k] = cand > cur[k] ? cand : cur[k];
-      }
-    }
+    chain_step<MaxPlus>(prev, tr.data(), cur, K);
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
   }
