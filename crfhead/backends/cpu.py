@@ -355,7 +355,7 @@ def _double_backward(ctx: Any, grad: Tensor) -> list[Tensor | None]:
         )
         leaves = (em_, tr_, st_, en_)
         gold = score(ChainPotentials(em_, tr_, st_, en_, mask), torch.where(mask, tags, 0))
-        counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True)
+        counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True, create_graph=True)
     return [
         None if a is None else a - (0 if c is None else c)
         for a, c in zip(g[:4], counts, strict=True)
