@@ -2,15 +2,19 @@
 
 Why not ``torch.utils.cpp_extension``: the kernel needs raw pointers and a loop, nothing from ATen, and
 including the torch headers made the first-use compile take 76 s of CPU (297 s wall on this 2-core
-machine) against 5 s for the plain C++ file; a ctypes call costs a few microseconds. The library is
+machine) against about 9 s for the plain C++ file; a ctypes call costs a few microseconds. The library is
 built with the system compiler (``$CXX``, else ``c++``) into ``$CRFHEAD_CACHE`` (default
 ``~/.cache/crfhead``), keyed by a hash of the source, the flags and the CPU model, written atomically so
 concurrent processes (DDP ranks, test workers) can race safely. Where no compiler exists the build
 fails once, :func:`status` says why, and ``auto`` falls back to the portable backend with one log line.
+The build links OpenMP when the compiler has it (see :data:`OPENMP`), else uses ``std::thread`` workers
+(also on request: ``CRFHEAD_CPU_OPENMP=0``).
 
 Semantics are the portable engine's (see :mod:`crfhead.potentials`): masks with holes, empty rows,
 shared or per-edge transitions, start/end, float32/float64 (half types arrive upcast), gradients to
-emissions, transitions, start and end. Double backward recomputes with the portable engine.
+emissions, transitions, start and end. The loss is one native call forward (log Z, gold score, and the
+gradient: marginals minus gold counts, after checking the tags' range) and one backward (scaling by the
+upstream gradient). Double backward recomputes with the portable engine.
 """
 
 from __future__ import annotations
