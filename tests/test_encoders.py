@@ -11,6 +11,7 @@ import importlib.util
 import random
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -448,3 +449,29 @@ def test_encoders_run_on_the_gpu_from_a_cpu_batch(encoder: nn.Module) -> None:
         reference = encoder.cpu()(batch)
     assert emissions.device.type == "cuda"
     torch.testing.assert_close(emissions.cpu(), reference, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_indicator_sparse_product_matches_embedding_bag_with_duplicates_and_padding(
+    dtype: torch.dtype,
+) -> None:
+    """The CPU path (a sparse 0/1 matrix times the weights) against embedding_bag: values and grads."""
+    g = torch.Generator().manual_seed(3)
+    V = 50
+    features = torch.randint(0, V, (4, 9, 6), generator=g)
+    features[:, :, -2:] = 0  # padding ids
+    features[1, 3, :4] = 7  # one feature four times: counted four times
+    features[2] = 0  # a row with no features at all
+    encoder = IndicatorEncoder(num_tags=K, num_features=V).to(dtype)
+    nn.init.normal_(encoder.weight, generator=g)
+    batch = SimpleNamespace(features=features)
+    upstream = torch.randn(4, 9, K, generator=g, dtype=dtype)
+    (encoder(batch) * upstream).sum().backward()  # type: ignore[arg-type]
+    weight = encoder.weight.detach().clone().requires_grad_(True)
+    want = nn.functional.embedding_bag(
+        features.reshape(-1, 6), weight, mode="sum", padding_idx=0
+    ).reshape(4, 9, K)
+    (want * upstream).sum().backward()
+    torch.testing.assert_close(encoder(batch).detach(), want.detach())  # type: ignore[arg-type]
+    torch.testing.assert_close(encoder.weight.grad, weight.grad)
+    assert encoder.weight.grad is not None and bool((encoder.weight.grad[0] == 0).all())

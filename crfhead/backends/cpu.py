@@ -64,7 +64,7 @@ OPENMP = ("-fopenmp",)
 """Tried first: the blocks of sequences are spread over OpenMP threads. The library then links
 ``libgomp.so.1``, which resolves to the copy torch has already loaded, so one pool of threads serves
 torch's operations and ours (with threads of our own, torch's spinning idle workers and ours fight
-over the cores: measured 1.5-2.5 ms lost per call at (16, 512, 17) on 2 cores)."""
+over the cores: measured 1-2.5 ms lost per call at (16, 512, 17) on 2 cores)."""
 NO_OPENMP = ("-fopenmp-simd",)
 """The fallback where the compiler has no OpenMP: ``std::thread`` workers and the ``omp simd`` hints."""
 _ABI = 5

@@ -4,10 +4,16 @@ With :class:`~crfhead.data.FeatureTemplates` features, ``emissions[b, t, k]`` is
 active features ``f`` of token ``t`` of ``weight[f, k]``: the node potentials of Lafferty et al.'s
 linear-chain CRF, with no hidden layer. Feature id 0 (padding, or a feature unseen in training) has
 a fixed zero weight.
+
+On the CPU the sums are a sparse ``(tokens, features)`` 0/1 CSR matrix times the weights: forward and
+backward take about 6.5 ms on the 4,903 tokens of the finance benchmark, against about 16 ms for
+``embedding_bag``. Elsewhere, and under ``torch.compile``/``torch.export``, ``embedding_bag``. Both give
+the same sums.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -87,7 +93,32 @@ class IndicatorEncoder(nn.Module):
                     f"to {top}: was the encoder built with the feature vocabulary of this Collator?"
                 )
         # Sum of the rows of each token's features; id 0 (padding / unseen) is left out.
-        flat = nn.functional.embedding_bag(
-            features.reshape(B * T, F), self.weight, mode="sum", padding_idx=0
-        )  # (B * T, K)
-        return flat.reshape(B, T, self.num_tags)
+        ids = features.reshape(B * T, F)
+        if device.type == "cpu" and not _tracing():
+            # A sparse (B*T, V) 0/1 matrix times the weights: the same sums, forward + backward
+            # about 2.5x faster than embedding_bag's on CPU (building the matrix included).
+            flat = _indicator_matrix(ids, self.num_features, self.weight.dtype) @ self.weight
+        else:
+            flat = nn.functional.embedding_bag(ids, self.weight, mode="sum", padding_idx=0)
+        return flat.reshape(B, T, self.num_tags)  # (B * T, K) -> (B, T, K)
+
+
+def _tracing() -> bool:
+    """``torch.compile``/``torch.export`` tracing: keep to the dense ``embedding_bag``."""
+    return bool(torch.compiler.is_compiling())
+
+
+def _indicator_matrix(ids: Tensor, num_features: int, dtype: torch.dtype) -> Tensor:
+    """The ``(N, num_features)`` sparse CSR count matrix of ``ids`` ``(N, F)``, id 0 left out.
+
+    Row ``n`` has a 1 in column ``f`` for each occurrence of ``f`` among ``ids[n]`` (duplicates add up,
+    as in ``embedding_bag``); columns within a row are left unsorted, which the CSR product accepts.
+    """
+    keep = ids > 0  # (N, F)
+    crow = torch.zeros(ids.shape[0] + 1, dtype=torch.int64, device=ids.device)
+    crow[1:] = keep.sum(1).cumsum(0)
+    cols = ids[keep]  # row-major: grouped by row
+    values = torch.ones(cols.numel(), dtype=dtype, device=ids.device)
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, cols.long(), values, (ids.shape[0], num_features))
