@@ -475,3 +475,33 @@ def test_indicator_sparse_product_matches_embedding_bag_with_duplicates_and_padd
     torch.testing.assert_close(encoder(batch).detach(), want.detach())  # type: ignore[arg-type]
     torch.testing.assert_close(encoder.weight.grad, weight.grad)
     assert encoder.weight.grad is not None and bool((encoder.weight.grad[0] == 0).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_indicator_runs_under_cpu_autocast_and_with_half_weights(dtype: torch.dtype) -> None:
+    """The CPU sparse product has no half kernels: autocast is left off for it, half weights use
+    embedding_bag; values and gradients are those of embedding_bag either way."""
+    g = torch.Generator().manual_seed(4)
+    features = torch.randint(0, 30, (3, 5, 4), generator=g)
+    batch = SimpleNamespace(features=features)
+    encoder = IndicatorEncoder(num_tags=K, num_features=30)
+    nn.init.normal_(encoder.weight, generator=g)
+    with torch.autocast("cpu", dtype=dtype):
+        out = encoder(batch)  # type: ignore[arg-type]
+    assert out.dtype == torch.float32
+    out.sum().backward()
+    want = nn.functional.embedding_bag(
+        features.reshape(-1, 4), encoder.weight.detach(), mode="sum", padding_idx=0
+    ).reshape(3, 5, K)
+    torch.testing.assert_close(out.detach(), want)
+    half = IndicatorEncoder(num_tags=K, num_features=30).to(dtype)
+    with torch.no_grad():
+        half.weight.copy_(encoder.weight)
+    torch.testing.assert_close(
+        half(batch).float(),  # type: ignore[arg-type]
+        nn.functional.embedding_bag(
+            features.reshape(-1, 4), half.weight.detach(), mode="sum", padding_idx=0
+        )
+        .reshape(3, 5, K)
+        .float(),
+    )

@@ -7,8 +7,8 @@ a fixed zero weight.
 
 On the CPU the sums are a sparse ``(tokens, features)`` 0/1 CSR matrix times the weights: forward and
 backward take about 6.5 ms on the 4,903 tokens of the finance benchmark, against about 16 ms for
-``embedding_bag``. Elsewhere, and under ``torch.compile``/``torch.export``, ``embedding_bag``. Both give
-the same sums.
+``embedding_bag``. Elsewhere (other devices, half-precision weights, ``torch.compile``/``torch.export``)
+``embedding_bag``. Both give the same sums; under autocast both stay in the weights' dtype.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from crfhead.data.batching import Batch
+from crfhead.numerics import no_autocast
 
 __all__ = ["IndicatorEncoder"]
 
@@ -94,13 +95,19 @@ class IndicatorEncoder(nn.Module):
                 )
         # Sum of the rows of each token's features; id 0 (padding / unseen) is left out.
         ids = features.reshape(B * T, F)
-        if device.type == "cpu" and not _tracing():
+        if device.type == "cpu" and self.weight.dtype in _CSR_DTYPES and not _tracing():
             # A sparse (B*T, V) 0/1 matrix times the weights: the same sums, forward + backward
-            # about 2.5x faster than embedding_bag's on CPU (building the matrix included).
-            flat = _indicator_matrix(ids, self.num_features, self.weight.dtype) @ self.weight
+            # about 2.5x faster than embedding_bag's on CPU (building the matrix included). The
+            # sparse product has no half-precision kernel, so it runs outside autocast (as
+            # embedding_bag does: autocast leaves it in the weights' dtype).
+            with no_autocast(device):
+                flat = _indicator_matrix(ids, self.num_features, self.weight.dtype) @ self.weight
         else:
             flat = nn.functional.embedding_bag(ids, self.weight, mode="sum", padding_idx=0)
         return flat.reshape(B, T, self.num_tags)  # (B * T, K) -> (B, T, K)
+
+
+_CSR_DTYPES = (torch.float32, torch.float64)
 
 
 def _tracing() -> bool:
