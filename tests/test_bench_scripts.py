@@ -1,0 +1,46 @@
+"""Smoke test of ``scripts/bench_chain.py``: a tiny run of the CLI exits 0 and prints its tables."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torchcrf")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_chain.py"
+TINY = ["--sizes", "2,5,3", "--repeats", "1", "--warmup", "1", "--skip-struct"]
+HEADER = "B  T  K  lengths  crfhead ms  crfhead-portable ms  pytorch-crf ms  torch-struct ms"
+MD_HEADER = "| B | T | K | lengths | crfhead ms | crfhead-portable ms | pytorch-crf ms |"
+
+
+def bench(tmp_path: Path, *flags: str) -> str:
+    # From another folder: the script must find its ``bench`` package next to itself.
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *TINY, *flags],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_text_report_without_memory(tmp_path: Path) -> None:
+    out = bench(tmp_path, "--no-memory")
+    assert out.count(HEADER) == 3  # loss, decode, marginals
+    assert "== agreement" in out
+    assert "All libraries agree on every case." in out
+    assert " n/a " in out  # no peak memory measured
+
+
+def test_markdown_report_with_memory(tmp_path: Path) -> None:
+    out = bench(tmp_path, "--markdown")
+    assert out.startswith("# crfhead CRF vs pytorch-crf vs torch-struct")
+    assert out.count(MD_HEADER) == 3
+    assert "## agreement (max errors; paths: identical / total)" in out
+    assert "| 2 | 5 | 3 | var |" in out
+    assert "All libraries agree on every case." in out
