@@ -3,7 +3,7 @@
 Input: a CoNLL file (``--input-format conll``; the first column is the token) or plain text, one
 sentence per line, split on whitespace (``--input-format text``, e.g. tweets). Output (stdout or
 ``--output``): CoNLL lines ``token tag`` or JSON lines with the tokens, tags and every entity span
-with its exact probability under the CRF (:func:`crfhead.spans.decode_with_confidence`), not a softmax
+with its exact probability under the CRF (:func:`crfhead.evaluation.spans.decode_with_confidence`), not a softmax
 of scores.
 """
 
@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from crfhead.data.conll import read_conll
+from crfhead.data.datamodule import collator_for
 from crfhead.data.sentence import Sentence
-from crfhead.datamodule import collator_for
-from crfhead.module import TaggerModule
-from crfhead.spans import decode_with_confidence
+from crfhead.evaluation.spans import decode_with_confidence
+from crfhead.training.module import TaggerModule
 
 
 def read_input(path: Path, fmt: str) -> list[Sentence]:
@@ -52,9 +52,9 @@ def tag(
             emissions = model.tagger(batch)
             mask = batch.mask.to(emissions.device)
             decoded = decode_with_confidence(
-                model.tagger.crf, emissions, mask, labels.labels, labels.scheme
+                model.tagger.head, emissions, mask, labels.labels, labels.scheme
             )
-            tags = model.tagger.crf.decode_labels(emissions, mask)
+            tags = model.tagger.head.decode_labels(emissions, mask)
         for sentence, row_tags, spans in zip(batch.sentences, tags, decoded, strict=True):
             yield {
                 "id": sentence.id,

@@ -10,19 +10,19 @@ Tensor conventions, once for the whole package (``B`` batch, ``T`` time, ``K`` t
 * recursions run in float32 (float64 when given float64), even for bf16/fp16 emissions or under
   autocast; "impossible" is the one finite constant :data:`crfhead.numerics.IMPOSSIBLE`.
 
-The core is pure tensor functions (:mod:`crfhead.semiring`, :mod:`crfhead.chain`,
-:mod:`crfhead.decoding`, :mod:`crfhead.constraints`); :class:`CRF` is the layer users import, and
+The core is pure tensor functions (:mod:`crfhead.engine.semiring`, :mod:`crfhead.engine`,
+:mod:`crfhead.engine`, :mod:`crfhead.schemes`); :class:`CRF` is the layer users import, and
 :class:`MEMM`, :class:`StructuredPerceptron` and :class:`HMM` are the other heads on the same
 potentials (:class:`ChainHead`).
 """
 
-from crfhead.crf import CRF
-from crfhead.head import ChainHead
+from crfhead.engine.potentials import ChainPotentials, make_potentials
+from crfhead.heads.base import ChainHead
+from crfhead.heads.crf import CRF
+from crfhead.heads.hmm import HMM
 from crfhead.heads.memm import MEMM
 from crfhead.heads.perceptron import StructuredPerceptron
-from crfhead.hmm import HMM
 from crfhead.numerics import IMPOSSIBLE
-from crfhead.potentials import ChainPotentials, make_potentials
 
 __all__ = [
     "CRF",

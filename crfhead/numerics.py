@@ -21,6 +21,7 @@ __all__ = [
     "IMPOSSIBLE",
     "compute_dtype",
     "is_impossible",
+    "is_tracing",
     "logsumexp",
     "no_autocast",
     "softmax",
@@ -75,3 +76,8 @@ def no_autocast(device: torch.device) -> Iterator[None]:
             yield
     else:
         yield
+
+
+def is_tracing() -> bool:
+    """Whether ``torch.compile``/``torch.export`` is tracing (data-dependent checks are skipped)."""
+    return bool(torch.compiler.is_compiling())

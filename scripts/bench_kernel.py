@@ -1,5 +1,5 @@
 """Time the fused CPU kernel's C entry points alone (no PyTorch around them), optionally against
-another version of ``crfhead/csrc/chain_cpu.cpp``.
+another version of ``crfhead/engine/backends/csrc/chain_cpu.cpp``.
 
 ``scripts/bench_chain.py`` times what a user calls (validation, autograd and all); this script times
 what the native library does: ``crfhead_nll_grad`` (loss and gradient), ``crfhead_forward_backward``
@@ -8,7 +8,7 @@ shared transitions. Each cell is the minimum over ``--rounds`` rounds of the mea
 minimum, because on a small shared VM single timings vary by ±30% between processes).
 
 ``--source OTHER.cpp`` also builds another version of the kernel (e.g. ``git show
-REV:crfhead/csrc/chain_cpu.cpp > old.cpp``) with the same flags into a temporary folder and prints
+REV:crfhead/engine/backends/csrc/chain_cpu.cpp > old.cpp``) with the same flags into a temporary folder and prints
 both side by side; the other version must export the same C functions (the loss's return value is
 ignored, so sources before the in-kernel tag check work too).
 
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from crfhead.backends import cpu
+from crfhead.engine.backends import cpu
 
 SIZES = ("32,50,9", "64,128,17", "16,512,17", "32,50,64", "8,1024,9")
 OPS = ("loss", "marginals", "viterbi")

@@ -28,13 +28,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crfhead.backends import resolve  # noqa: E402
-from crfhead.crf import CRF  # noqa: E402
-from crfhead.data.batching import Collator, FeatureTemplates  # noqa: E402
+from crfhead.data.batching import Collator  # noqa: E402
 from crfhead.data.corpora import FinanceCorpus  # noqa: E402
+from crfhead.data.features import FeatureTemplates  # noqa: E402
 from crfhead.data.sentence import LabelVocab  # noqa: E402
 from crfhead.encoders import IndicatorEncoder  # noqa: E402
-from crfhead.metrics import TaggingMetrics  # noqa: E402
+from crfhead.engine.backends import resolve  # noqa: E402
+from crfhead.evaluation.metrics import TaggingMetrics  # noqa: E402
+from crfhead.heads.crf import CRF  # noqa: E402
 
 
 def score(

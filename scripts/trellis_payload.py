@@ -1,7 +1,7 @@
-"""Write ``docs/trellis.json``: the "Decoding risk" trellis payload of :func:`crfhead.worlds.viz_payload`.
+"""Write ``docs/trellis.json``: the "Decoding risk" trellis payload of :func:`crfhead.theory.payload.viz_payload`.
 
 ``tests/test_experiments.py`` requires the file to equal the function's output exactly, so rerun this
-script whenever :mod:`crfhead.worlds` changes.
+script whenever :mod:`crfhead.theory.worlds` changes.
 
     python scripts/trellis_payload.py [--out docs/trellis.json]
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from crfhead.worlds import viz_payload
+from crfhead.theory.payload import viz_payload
 
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "docs" / "trellis.json"
 

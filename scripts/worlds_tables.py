@@ -3,7 +3,7 @@
 Prints, as markdown, the test token accuracy of the HMM, the indicator CRF, the ±1-word CRF and the
 Bayes tagger (posterior and Viterbi) at each training size in both worlds, the same rows in conditional
 log-loss (nats per token), and the MEMMs (two words to the left, lookahead 0 or 1) against Corollary
-2's lagged Bayes ceiling; see :mod:`crfhead.experiments`.
+2's lagged Bayes ceiling; see :mod:`crfhead.theory.experiments`.
 
     python scripts/worlds_tables.py [--quick] [--seed 0] [--out runs/worlds_tables.json]
 """
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import torch
 
-from crfhead.experiments import (
+from crfhead.theory.experiments import (
     format_learning_curves,
     format_memm_ceilings,
     learning_curves,
     memm_ceilings,
 )
-from crfhead.worlds import next_state_world, well_specified_world
+from crfhead.theory.worlds import next_state_world, well_specified_world
 
 
 def main() -> None:

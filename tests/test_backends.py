@@ -17,11 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crfhead import IMPOSSIBLE, make_potentials
-from crfhead.backends import BACKENDS, available, resolve, use_backend
-from crfhead.chain import edge_marginals, log_partition, marginals
-from crfhead.crf import CRF
-from crfhead.decoding import posterior_decode, viterbi
-from crfhead.potentials import ChainPotentials
+from crfhead.engine import edge_marginals, log_partition, marginals, posterior_decode, viterbi
+from crfhead.engine.backends import BACKENDS, available, resolve, use_backend
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.heads.crf import CRF
 
 FUSED = [name for name in ("cpu", "triton") if available(name)[0] and name != "triton"]
 if os.environ.get("TRITON_INTERPRET") == "1" and available("triton")[0]:
@@ -180,7 +179,7 @@ def test_without_a_compiler_auto_falls_back_with_one_log_line(tmp_path: Path) ->
 import logging, torch
 logging.basicConfig(level=logging.WARNING)
 from crfhead import CRF
-from crfhead.backends import available, resolve
+from crfhead.engine.backends import available, resolve
 crf = CRF(3)
 em = torch.randn(2, 4, 3)
 crf.nll(em, torch.zeros(2, 4, dtype=torch.long)).backward()
@@ -206,7 +205,7 @@ except RuntimeError as err:
 
 
 def test_the_cpu_library_is_cached_by_source_hash(tmp_path: Path) -> None:
-    from crfhead.backends import cpu
+    from crfhead.engine.backends import cpu
 
     if not cpu.status()[0]:
         pytest.skip("no compiler")
@@ -308,7 +307,7 @@ def test_cpu_blocks_match_portable_for_every_output(B: int, dtype: torch.dtype) 
 
 
 def nll_of(pot: ChainPotentials, tags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    from crfhead.chain import nll
+    from crfhead.engine import nll
 
     return nll(pot, tags)
 
@@ -391,10 +390,10 @@ def test_cpu_kernel_built_without_openmp_gives_the_same_results(tmp_path: Path) 
     code = """
 import logging, torch
 logging.basicConfig(level=logging.INFO)
-from crfhead.backends import cpu
+from crfhead.engine.backends import cpu
 from crfhead import make_potentials
-from crfhead.chain import log_partition, marginals
-from crfhead.decoding import viterbi
+from crfhead.engine import log_partition, marginals
+from crfhead.engine import viterbi
 g = torch.Generator().manual_seed(0)
 pot = make_potentials(torch.randn(19, 9, 5, generator=g), torch.randn(5, 5, generator=g), None, None,
                       torch.rand(19, 9, generator=g) < 0.8)
@@ -418,7 +417,7 @@ print("OK")
 @CPU
 def test_cpu_nll_gradcheck_and_gradgradcheck_float64() -> None:
     """The fused loss (one native call for value and gradient, one for the scaling) in float64."""
-    from crfhead.chain import nll
+    from crfhead.engine import nll
 
     c, tags = _block_case(8, 11, 6, 3, torch.float64)
     args = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]

@@ -13,8 +13,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crfhead import IMPOSSIBLE, make_potentials
-from crfhead.chain import edge_marginals, entropy, log_partition, marginals, max_marginals, score
-from crfhead.decoding import posterior_decode, sample, topk, viterbi
+from crfhead.engine import (
+    edge_marginals,
+    entropy,
+    log_partition,
+    marginals,
+    max_marginals,
+    posterior_decode,
+    sample,
+    score,
+    topk,
+    viterbi,
+)
 
 
 def pot_of(c: Chain):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crfhead.constraints import (
+from crfhead.schemes import (
     Span,
     allowed_transitions,
     canonical_scheme,

@@ -12,7 +12,7 @@ from brute import enumerate_rows
 from torch import nn
 
 from crfhead import CRF, IMPOSSIBLE, make_potentials
-from crfhead.constraints import allowed_transitions, is_valid
+from crfhead.schemes import allowed_transitions, is_valid
 
 BIO = ["O", "B-X", "I-X", "B-Y"]
 BIOES = ["O", "B-X", "E-X", "S-X"]

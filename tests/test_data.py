@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from crfhead.constraints import is_valid
 from crfhead.data import (
     Collator,
     CoNLLFormatError,
@@ -23,6 +22,7 @@ from crfhead.data import (
     word_shape,
     write_conll,
 )
+from crfhead.schemes import is_valid
 
 FIX = Path(__file__).parent / "fixtures" / "conll"
 

@@ -18,8 +18,10 @@ import torch
 from torch import nn
 
 from crfhead import CRF
-from crfhead.data.batching import Batch, Collator, FeatureTemplates, Vocab
+from crfhead.data.batching import Batch, Collator
+from crfhead.data.features import FeatureTemplates
 from crfhead.data.sentence import LabelVocab, Sentence
+from crfhead.data.vocab import Vocab
 from crfhead.encoders import (
     BATCH_FIELDS,
     BiLSTMEncoder,

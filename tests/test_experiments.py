@@ -1,4 +1,4 @@
-"""Tests of crfhead.experiments: the fitters, the figure data, and the seed's orderings in the worlds.
+"""Tests of crfhead.theory.experiments: the fitters, the figure data, and the seed's orderings in the worlds.
 
 The ordering tests run small, fixed configurations (seeded, so deterministic); the margins observed
 when they were chosen are in each docstring, measured on 1000 test sequences. The full tables come
@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from crfhead.experiments import (
+from crfhead.theory.experiments import (
     CRF_WINDOW_OFFSETS,
     Row,
     crf_objective,
@@ -32,7 +32,8 @@ from crfhead.experiments import (
     memm_objective,
     memm_offsets,
 )
-from crfhead.worlds import next_state_world, viz_payload, well_specified_world
+from crfhead.theory.payload import viz_payload
+from crfhead.theory.worlds import next_state_world, well_specified_world
 
 TRELLIS_JSON = Path(__file__).resolve().parent.parent / "docs" / "trellis.json"
 TEST_N = 1000
@@ -197,7 +198,7 @@ def test_fit_hmm_is_a_fixed_length_hmm_with_alpha_tuned_on_validation_log_loss()
     val_words, val_tags = world.sample(20, torch.Generator().manual_seed(1))
     hmm = fit_hmm(words, tags, val_words, val_tags, 8, 24)
     assert not hmm.end_state and not hmm.unknown_singletons and hmm.padding_index is None
-    losses = hmm.alpha_log_losses(val_words, val_tags)
+    losses = hmm.held_out_losses(val_words, val_tags)
     assert float(hmm.alpha) == (1.0, 0.1, 0.01)[int(losses.argmin())]
     assert float(hmm.emission_counts.sum()) == words.numel()
 

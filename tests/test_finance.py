@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from crfhead.constraints import is_valid, tags_to_spans
 from crfhead.data.conll import read_conll, write_conll
 from crfhead.data.finance import (
     ENTITY_TYPES,
@@ -28,6 +27,7 @@ from crfhead.data.finance import (
     unseen_rates,
 )
 from crfhead.data.sentence import LabelVocab, Sentence
+from crfhead.schemes import is_valid, tags_to_spans
 
 ROOT = Path(__file__).resolve().parents[1]
 

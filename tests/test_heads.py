@@ -14,11 +14,11 @@ import pytest
 import torch
 from torch import Tensor
 
-from crfhead import chain
-from crfhead.constraints import allowed_transitions
+from crfhead import engine
 from crfhead.encoders import WordWindowEncoder
 from crfhead.heads import CRF, HMM, MEMM, ChainHead, StructuredPerceptron
 from crfhead.numerics import IMPOSSIBLE
+from crfhead.schemes import allowed_transitions
 
 LABELS = ["O", "B-X", "I-X"]
 F64 = torch.float64
@@ -64,7 +64,7 @@ def test_memm_matches_the_product_of_local_softmaxes_on_every_path(constrained: 
     head = MEMM(3, labels=LABELS, scheme="BIO" if constrained else None).double()
     _randomise(head, 1)
     pot = head.potentials(em, mask)
-    log_z = chain.log_partition(pot)
+    log_z = engine.log_partition(pot)
     assert torch.allclose(log_z, torch.zeros_like(log_z), atol=1e-12)  # locally normalised
     gamma = head.marginals(em, mask)
     for b in range(em.shape[0]):
@@ -75,11 +75,11 @@ def test_memm_matches_the_product_of_local_softmaxes_on_every_path(constrained: 
             lp = _memm_path_logprob(head, em[b], positions, list(assignment))
             path = torch.full((1, em.shape[1]), -1)
             path[0, positions] = torch.tensor(assignment, dtype=torch.long)
-            engine = float(chain.score(head.potentials(em[b : b + 1], mask[b : b + 1]), path))
+            got = float(engine.score(head.potentials(em[b : b + 1], mask[b : b + 1]), path))
             if lp == -math.inf:
-                assert engine <= IMPOSSIBLE / 2
+                assert got <= IMPOSSIBLE / 2
                 continue
-            assert engine == pytest.approx(lp, abs=1e-12)
+            assert got == pytest.approx(lp, abs=1e-12)
             total += math.exp(lp)
             for t, k in zip(positions, assignment, strict=True):
                 oracle[t, k] += math.exp(lp)
@@ -307,7 +307,7 @@ def test_hmm_constraints_give_forbidden_events_probability_zero_and_rows_still_s
 def test_hmm_tunes_alpha_by_heldout_conditional_log_loss() -> None:
     words, tags, mask = _corpus(22, n=30)
     hmm = HMM(3, 7, alphas=(5.0, 0.5, 0.05)).fit(words[:20], tags[:20], mask[:20])
-    losses = hmm.alpha_log_losses(words[20:], tags[20:], mask[20:])
+    losses = hmm.held_out_losses(words[20:], tags[20:], mask[20:])
     chosen = hmm.tune_alpha(words[20:], tags[20:], mask[20:])
     assert chosen == (5.0, 0.5, 0.05)[int(losses.argmin())]
     assert float(hmm.alpha) == chosen

@@ -13,8 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from seqeval.metrics import classification_report, f1_score
 
-from crfhead.constraints import labels_for, repair_tags
-from crfhead.metrics import TaggingMetrics, format_report, seqeval_scheme, write_report_json
+from crfhead.evaluation.metrics import TaggingMetrics, seqeval_scheme
+from crfhead.evaluation.report import format_report, write_report_json
+from crfhead.schemes import labels_for, repair_tags
 
 Batch = list[list[str]]
 

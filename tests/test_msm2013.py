@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from crfhead.constraints import is_valid, tags_to_spans
 from crfhead.data import Sentence, data_dir
 from crfhead.data.msm2013 import (
     ALIGNED_CASE_INSENSITIVE,
@@ -29,6 +28,7 @@ from crfhead.data.msm2013 import (
     read_msm2013_test,
     split_msm2013,
 )
+from crfhead.schemes import is_valid, tags_to_spans
 
 FIX = Path(__file__).parent / "fixtures" / "msm2013"
 

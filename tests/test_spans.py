@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from crfhead import CRF
-from crfhead.constraints import Span, allowed_transitions, tags_to_spans
-from crfhead.spans import decode_with_confidence, span_probabilities
+from crfhead.evaluation.spans import decode_with_confidence, span_probabilities
+from crfhead.schemes import Span, allowed_transitions, tags_to_spans
 
 LABEL_SETS = {
     "BIO": ["O", "B-X", "I-X", "B-Y", "I-Y"],

@@ -44,19 +44,22 @@ from brute import enumerate_rows
 from helpers import random_chain
 from torch import Tensor
 
-from crfhead import chain
-from crfhead.chain import (
-    backward_scan,
+from crfhead import engine
+from crfhead.encoders.window import WordWindowEncoder
+from crfhead.engine import (
     edge_marginals,
-    forward_scan,
     log_partition,
     marginals,
     max_marginals,
+    posterior_decode,
+    viterbi,
 )
-from crfhead.crf import CRF
-from crfhead.decoding import posterior_decode, viterbi
-from crfhead.encoders.window import WordWindowEncoder
-from crfhead.equivalence import (
+from crfhead.engine.potentials import make_potentials
+from crfhead.engine.scan import backward_scan, forward_scan
+from crfhead.engine.semiring import LogSemiring, MaxSemiring
+from crfhead.heads.crf import CRF
+from crfhead.heads.hmm import HMM, HMMParameters
+from crfhead.heads.hmm_crf import (
     IndicatorCRFWeights,
     crf_to_hmm,
     hmm_potentials,
@@ -65,10 +68,7 @@ from crfhead.equivalence import (
 )
 from crfhead.heads.memm import MEMM
 from crfhead.heads.perceptron import StructuredPerceptron
-from crfhead.hmm import HMM, HMMParameters
 from crfhead.numerics import IMPOSSIBLE
-from crfhead.potentials import make_potentials
-from crfhead.semiring import LogSemiring, MaxSemiring
 
 F64 = torch.float64
 
@@ -339,7 +339,7 @@ def test_proposition_1_mle_maximises_joint_likelihood_gibbs() -> None:
     mle = hmm.log_parameters()
 
     def joint_loglik(p: HMMParameters) -> float:
-        return float(chain.score(hmm_potentials(p, words, mask), tags).sum())
+        return float(engine.score(hmm_potentials(p, words, mask), tags).sum())
 
     # At the MLE: the engine's joint log-likelihood is the closed form sum_i c_i log(c_i / sum_l c_l).
     start, trans, end, emit = _hand_counts(words, tags, mask, K, V)
@@ -485,7 +485,7 @@ def test_theorem_2_score_is_theta_dot_f_and_gradient_is_observed_minus_expected(
     for i, (w, _) in enumerate(sentences):
         paths, feats = feature_matrix(w, K2, V2)
         ws = torch.tensor(w)[None].expand(len(paths), -1)
-        got = chain.score(crf.potentials(enc.emissions(ws)), paths)
+        got = engine.score(crf.potentials(enc.emissions(ws)), paths)
         torch.testing.assert_close(got, feats @ theta, rtol=0, atol=1e-12, msg=f"sentence {i}")
     grad = _flat_grad(_mean_loglik(enc, crf, words, tags, mask), params)
     obs, expected, _ = _enumerated_moments(theta, sentences)
@@ -582,7 +582,7 @@ def _conditional_library(pot_fn, params, words: Tensor, paths: Tensor) -> Tensor
     """``p(z | x)`` of every path from the chain engine: ``exp(score - log Z)``."""
     ws = words[None].expand(len(paths), -1)
     pot = pot_fn(params, ws)
-    return (chain.score(pot, paths) - log_partition(pot)).exp()
+    return (engine.score(pot, paths) - log_partition(pot)).exp()
 
 
 def _random_hmm(g: torch.Generator, K: int, V: int) -> HMMParameters:
@@ -838,7 +838,7 @@ def test_proposition_2_memm_prefix_marginal_ignores_words_after_t_plus_w(w: int)
             for em in (em1, em2):
                 pot = memm.potentials(em.expand(len(Z), -1, -1))
                 assert float(log_partition(pot).abs().max()) < 1e-13
-                p = chain.score(pot, Z).exp()
+                p = engine.score(pot, Z).exp()
                 prefixes.append(p.reshape(K ** (t + 1), K ** (T - t - 1)).sum(1))
             assert float((prefixes[0] - prefixes[1]).abs().max()) <= 1e-15
             # ... which is the product of the first t+1 local factors (computed from local_log_probs).
@@ -1006,7 +1006,7 @@ def test_theorem_5_perceptron_score_is_theta_dot_f() -> None:
         x = torch.randint(0, V5, (T,), generator=g).tolist()
         paths, feats = feature_matrix(x, K5, V5)
         ws = torch.tensor(x)[None].expand(len(paths), -1)
-        got = chain.score(perc.potentials(enc.emissions(ws)), paths)
+        got = engine.score(perc.potentials(enc.emissions(ws)), paths)
         torch.testing.assert_close(got, feats @ theta, rtol=0, atol=1e-12)
 
 

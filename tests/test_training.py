@@ -13,8 +13,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from crfhead import CRF
-from crfhead.datamodule import TaggingDataModule
-from crfhead.module import TaggerModule
+from crfhead.data.datamodule import TaggingDataModule
+from crfhead.training.module import TaggerModule
 from train import main
 
 TINY = {
@@ -391,11 +391,11 @@ def test_heads_slot_in_by_class_path(tmp_path: Path) -> None:
     cli = main([*_args(tmp_path), "--model.head.class_path=test_training.PosteriorDecodedCRF"])
     assert isinstance(cli.model.tagger.head, PosteriorDecodedCRF)
     assert cli.model.test_report["f1"] > 0.3
-    with pytest.raises(ValueError, match=r"unknown init_args \['beam'\] for crfhead.crf.CRF"):
+    with pytest.raises(ValueError, match=r"unknown init_args \['beam'\] for crfhead.heads.crf.CRF"):
         main(
             [
                 *_args(tmp_path / "b"),
-                "--model.head.class_path=crfhead.crf.CRF",
+                "--model.head.class_path=crfhead.heads.crf.CRF",
                 "--model.head.init_args.beam=3",
             ]
         )
@@ -406,7 +406,7 @@ def test_heads_slot_in_by_class_path(tmp_path: Path) -> None:
     [
         ("crfhead.heads.MEMM", {"model.lr": 0.1}, 0.3),
         ("crfhead.heads.StructuredPerceptron", {"model.optimizer": "sgd", "model.lr": 1.0}, 0.3),
-        ("crfhead.hmm.HMM", {}, 0.2),
+        ("crfhead.heads.hmm.HMM", {}, 0.2),
     ],
 )
 def test_other_heads_swap_in_by_one_config_line(
@@ -422,9 +422,9 @@ def test_other_heads_swap_in_by_one_config_line(
 def test_hmm_is_fitted_by_counting_one_pass_per_epoch_and_alpha_is_tuned_on_dev(
     tmp_path: Path,
 ) -> None:
-    from crfhead.data.batching import Vocab
+    from crfhead.data.vocab import Vocab
 
-    cli = main([*_args(tmp_path), "--model.head.class_path=crfhead.hmm.HMM"])  # 2 epochs
+    cli = main([*_args(tmp_path), "--model.head.class_path=crfhead.heads.hmm.HMM"])  # 2 epochs
     hmm = cli.model.tagger.head
     dm = cli.datamodule
     words = Vocab.from_dict(dm.vocabs["words"])
@@ -434,7 +434,7 @@ def test_hmm_is_fitted_by_counting_one_pass_per_epoch_and_alpha_is_tuned_on_dev(
     # alpha is the grid value with the smallest dev conditional log-loss.
     collate = dm.val_dataloader().collate_fn
     batch = collate(dm.splits["dev"])
-    losses = hmm.alpha_log_losses(batch.words, batch.tags, batch.mask)
+    losses = hmm.held_out_losses(batch.words, batch.tags, batch.mask)
     assert float(hmm.alpha) == hmm.alphas[int(losses.argmin())]
     assert words.id(dm.splits["train"][0].tokens[0]) >= 2
     # The checkpoint carries the counts and alpha: the reloaded model decodes identically.
@@ -445,7 +445,7 @@ def test_hmm_is_fitted_by_counting_one_pass_per_epoch_and_alpha_is_tuned_on_dev(
 
 
 def test_averaged_perceptron_evaluates_and_checkpoints_the_average(tmp_path: Path) -> None:
-    config_cb = ("--trainer.callbacks+=crfhead.callbacks.WeightAveraging",)
+    config_cb = ("--trainer.callbacks+=crfhead.training.callbacks.WeightAveraging",)
     cli = main(
         [
             *_args(tmp_path, **{"model.optimizer": "sgd", "model.lr": 1.0, "data.batch_size": 1}),

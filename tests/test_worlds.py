@@ -1,4 +1,4 @@
-"""Tests of crfhead.worlds: the simulated worlds, their exact Bayes tagger and the lagged Bayes rule."""
+"""Tests of crfhead.theory.worlds: the simulated worlds, their exact Bayes tagger and the lagged Bayes rule."""
 
 from __future__ import annotations
 
@@ -12,15 +12,13 @@ import pytest
 import torch
 from torch import Tensor
 
-from crfhead.chain import log_partition, marginals, max_marginals, score
-from crfhead.decoding import viterbi
-from crfhead.worlds import (
+from crfhead.engine import log_partition, marginals, max_marginals, score, viterbi
+from crfhead.theory.payload import trellis_example, viz_payload
+from crfhead.theory.worlds import (
     World,
     conditional_log_loss,
     next_state_world,
     token_accuracy,
-    trellis_example,
-    viz_payload,
     well_specified_world,
 )
 

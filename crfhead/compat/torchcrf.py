@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from crfhead.crf import CRF as _CRF
+from crfhead.heads.crf import CRF as _CRF
 
 __all__ = ["CRF"]
 

@@ -4,8 +4,9 @@ Readers return ``(sentences, report)``: the report counts what was read, repaire
 Heavy optional imports (``datasets``, ``transformers``) happen inside the functions that need them.
 """
 
-from crfhead.data.batching import Batch, Collator, FeatureTemplates, Vocab, word_shape
+from crfhead.data.batching import Batch, Collator
 from crfhead.data.conll import CoNLLFormatError, read_conll, write_conll
+from crfhead.data.features import FeatureTemplates, word_shape
 from crfhead.data.finance import ENTITY_TYPES as FINANCE_ENTITY_TYPES
 from crfhead.data.finance import LABELS as FINANCE_LABELS
 from crfhead.data.finance import (
@@ -28,6 +29,7 @@ from crfhead.data.msm2013 import (
 from crfhead.data.paths import data_dir, data_path
 from crfhead.data.sentence import LabelVocab, ReadReport, Sentence, repair_sentences
 from crfhead.data.subwords import DEFAULT_MAX_LENGTH, POOLINGS, SubwordAligner, SubwordBatch
+from crfhead.data.vocab import Vocab
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",

@@ -15,8 +15,8 @@ import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from crfhead.constraints import canonical_scheme, convert_tags, split_label
 from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
+from crfhead.schemes import canonical_scheme, convert_tags, split_label
 
 __all__ = ["CoNLLFormatError", "read_conll", "write_conll"]
 

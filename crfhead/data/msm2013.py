@@ -31,9 +31,9 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from random import Random
 
-from crfhead.constraints import Span, canonical_scheme, spans_to_tags
 from crfhead.data.paths import data_path
 from crfhead.data.sentence import ReadReport, Sentence
+from crfhead.schemes import Span, canonical_scheme, spans_to_tags
 
 __all__ = [
     "ALIGNED_CASE_INSENSITIVE",
@@ -131,7 +131,7 @@ def read_msm2013(
 
     Args:
         path: the file (default: ``msm2013/TweetsTrainingSetCH.tsv`` under the data root).
-        scheme: the output tagging scheme, any of :data:`crfhead.constraints.SCHEMES`.
+        scheme: the output tagging scheme, any of :data:`crfhead.schemes.SCHEMES`.
         warn: emit one warning summarising anything normalised, unaligned or skipped.
 
     Returns:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crfhead.constraints import canonical_scheme, entity_types, labels_for, repair_tags
+from crfhead.schemes import canonical_scheme, entity_types, labels_for, repair_tags
 
 __all__ = ["LabelVocab", "ReadReport", "Sentence", "repair_sentences"]
 

@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from crfhead.data.batching import Batch, Vocab
+from crfhead.data.batching import Batch
+from crfhead.data.vocab import Vocab
 
 __all__ = ["CHAR_ENCODERS", "BiLSTMEncoder", "load_word_vectors"]
 

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from crfhead.data.batching import Batch, check_word_ids
+from crfhead.checks import check_word_ids
+from crfhead.data.batching import Batch
 
 __all__ = ["WordWindowEncoder"]
 

@@ -26,15 +26,12 @@ every tag may end and ``log Z`` is exactly 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 from torch import Tensor, nn
 
-from crfhead.constraints import constrain
-from crfhead.head import ChainHead, reduce_loss
+from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
+from crfhead.heads.base import ChainHead
 from crfhead.numerics import compute_dtype, no_autocast
-from crfhead.potentials import ChainPotentials, make_potentials
 
 __all__ = ["MEMM"]
 
@@ -55,23 +52,9 @@ class MEMM(ChainHead):
         start_transitions: ``nn.Parameter`` ``(K,)``: the first tag's logit offset.
     """
 
-    def __init__(
-        self,
-        num_tags: int,
-        *,
-        labels: Sequence[str] | None = None,
-        scheme: str | None = None,
-        decoder: str = "viterbi",
-    ) -> None:
-        super().__init__(num_tags, labels=labels, scheme=scheme, decoder=decoder)
-        self.transitions = nn.Parameter(torch.empty(num_tags, num_tags))
-        self.start_transitions = nn.Parameter(torch.empty(num_tags))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Uniform(-0.1, 0.1), as the CRF."""
-        for p in (self.transitions, self.start_transitions):
-            nn.init.uniform_(p, -0.1, 0.1)
+    scores = ("transitions", "start_transitions")
+    transitions: nn.Parameter
+    start_transitions: nn.Parameter
 
     def local_log_probs(
         self, emissions: Tensor, mask: Tensor | None = None
@@ -132,14 +115,9 @@ class MEMM(ChainHead):
         """
         return self._chain(emissions, mask, end_constraint=True)
 
-    def loss(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
-    ) -> Tensor:
-        """The local log-loss ``-sum_t log p(z_t | z_{t-1}, x)`` with the gold previous tag.
-
-        Raises:
-            ValueError: bad shapes/dtypes, out-of-range tags, or gold tags breaking the scheme.
-        """
-        self._check_reduction(reduction)
+    def sequence_losses(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """The local log-loss ``-sum_t log p(z_t | z_{t-1}, x)`` with the gold previous tag."""
         pot = self._chain(emissions, mask, end_constraint=False)
-        return reduce_loss(-self.gold_score(pot, emissions, tags), pot.mask, reduction)
+        return -self.gold_score(pot, emissions, tags), pot.mask

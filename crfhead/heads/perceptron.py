@@ -14,7 +14,7 @@ with ``cost > 0``). Parameters start at 0 as Algorithm 1 does; use ``reduction="
 per-mistake updates.
 
 Averaging, which Collins recommends for evaluation, is a training-loop concern: the shipped configs
-add :class:`crfhead.callbacks.WeightAveraging` (an equal-weight average of every parameter, encoder
+add :class:`crfhead.training.callbacks.WeightAveraging` (an equal-weight average of every parameter, encoder
 included, after every step); the plain perceptron of Theorem 5's mistake bound trains without it.
 """
 
@@ -26,10 +26,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from crfhead import chain, decoding
-from crfhead.crf import CRF
-from crfhead.head import reduce_loss
-from crfhead.potentials import ChainPotentials
+from crfhead import engine
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.heads.crf import CRF
 
 __all__ = ["StructuredPerceptron"]
 
@@ -66,8 +65,8 @@ class StructuredPerceptron(CRF):
 
     def reset_parameters(self) -> None:
         """All zero (Algorithm 1 starts at ``θ = 0``)."""
-        for p in (self.transitions, self.start_transitions, self.end_transitions):
-            nn.init.zeros_(p)
+        for name in self.scores:
+            nn.init.zeros_(getattr(self, name))
 
     def extra_repr(self) -> str:  # noqa: D102
         return f"{super().extra_repr()}, cost={self.cost}"
@@ -85,27 +84,21 @@ class StructuredPerceptron(CRF):
         extra = self.cost * (1.0 - gold) * pot.mask[..., None]  # (B, T, K)
         return dataclasses.replace(pot, emissions=pot.emissions + extra)
 
-    def loss(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
-    ) -> Tensor:
-        """``score(ẑ) + cost·Hamming(ẑ, z) - score(z)`` per sequence, reduced; ``>= 0``.
-
-        Raises:
-            ValueError: bad shapes/dtypes, out-of-range tags, or gold tags breaking the scheme.
-        """
-        self._check_reduction(reduction)
+    def sequence_losses(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """``score(ẑ) + cost·Hamming(ẑ, z) - score(z)`` per sequence; ``>= 0``."""
         pot = self.potentials(emissions, mask)
         gold = self.gold_score(pot, emissions, tags)
         aug = self.augmented(pot, tags.long())
         with torch.no_grad():
-            best = decoding.viterbi(aug)[1]  # (B, T)
-        losses = chain.score(aug, best) - gold  # the gold path costs nothing
-        return reduce_loss(losses, pot.mask, reduction)
+            best = engine.viterbi(aug)[1]  # (B, T)
+        return engine.score(aug, best) - gold, pot.mask  # the gold path costs nothing
 
     def mistakes(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
         """``(B,)`` bool: the (cost-augmented) Viterbi path differs from the gold one."""
         pot = self.potentials(emissions, mask)
         tags = self._check_tags(emissions, tags, pot.mask)
         with torch.no_grad():
-            best = decoding.viterbi(self.augmented(pot, tags))[1]
+            best = engine.viterbi(self.augmented(pot, tags))[1]
         return ((best != tags) & pot.mask).any(dim=1)

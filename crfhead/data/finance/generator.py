@@ -4,7 +4,7 @@ Moved here from ``crfhead/data/finance.py`` (the corpus of the seed text's secti
 in filings", ``shared/seeds/000_7c5bc3c5795a6d4c.txt``). A document draws its company, people and
 period, then fills the templates of :mod:`crfhead.data.finance.templates` with words of
 :mod:`crfhead.data.finance.lexicon`; every entity is generated as a
-:class:`~crfhead.constraints.Span` and encoded in BIO, which gives the 17 :data:`LABELS` over the 8
+:class:`~crfhead.schemes.Span` and encoded in BIO, which gives the 17 :data:`LABELS` over the 8
 :data:`ENTITY_TYPES`.
 
 * **Corpus runs.** A run is a seed. Document ``i`` of run ``seed`` draws only from its own
@@ -48,10 +48,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from crfhead.constraints import Span, labels_for, spans_to_tags
 from crfhead.data.finance.lexicon import lexicon
 from crfhead.data.finance.templates import TEMPLATES
 from crfhead.data.sentence import Sentence
+from crfhead.schemes import Span, labels_for, spans_to_tags
 
 __all__ = [
     "ENTITY_TYPES",

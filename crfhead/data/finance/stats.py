@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from crfhead.constraints import tags_to_spans
 from crfhead.data.finance.generator import ENTITY_TYPES, generate_corpus, generate_documents
 from crfhead.data.sentence import Sentence
+from crfhead.schemes import tags_to_spans
 
 __all__ = ["corpus_statistics", "unseen_rate", "unseen_rates"]
 

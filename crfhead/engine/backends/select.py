@@ -1,18 +1,11 @@
-"""Backends of the chain engine: which implementation runs ``log_partition``, ``marginals`` and ``viterbi``.
+"""Which backend runs an engine call: the choice (``auto``, context, environment), availability, the kernel.
 
-* ``portable``: the PyTorch implementation in :mod:`crfhead.chain` / :mod:`crfhead.decoding` (any
-  device, always available, differentiable to any order; the reference the others are tested against).
-* ``cpu``: a fused native kernel (:mod:`crfhead.backends.cpu`): the whole forward-backward or Viterbi in
-  one call, the batch split over threads. Compiled from ``crfhead/csrc/chain_cpu.cpp`` with the system
-  C++ compiler on first use and cached.
-* ``triton``: fused GPU kernels (:mod:`crfhead.backends.gpu`), one launch per operation, a program per
-  sequence looping over time. Runs on CUDA tensors (and on the CPU under ``TRITON_INTERPRET=1``, for tests).
-
-``auto`` (the default) picks ``cpu`` for CPU tensors and ``triton`` for CUDA tensors when they are
-available, and ``portable`` otherwise, logging once why. Override with the environment variable
-``CRFHEAD_BACKEND``, the :func:`use_backend` context manager, or the ``backend=`` keyword of the engine's
-functions (in that order of increasing precedence). Asking explicitly for an unavailable backend is an
-error. While ``torch.compile``/``torch.export`` trace, the portable backend runs.
+See :mod:`crfhead.engine.backends` for what each backend is. Precedence, lowest first: ``auto``, the
+environment variable ``CRFHEAD_BACKEND``, the :func:`use_backend` context manager, the ``backend=``
+keyword of the engine's functions. ``auto`` picks ``cpu`` for CPU tensors and ``triton`` for CUDA
+tensors when they are available, and ``portable`` otherwise, logging once why. Asking explicitly for
+an unavailable backend is an error. While ``torch.compile``/``torch.export`` trace, the portable
+backend runs.
 """
 
 from __future__ import annotations
@@ -22,10 +15,16 @@ import contextvars
 import logging
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
-__all__ = ["BACKENDS", "available", "resolve", "use_backend"]
+from crfhead.numerics import is_tracing
+
+if TYPE_CHECKING:
+    from crfhead.engine.backends.autograd import Kernel
+
+__all__ = ["BACKENDS", "available", "kernel", "resolve", "use_backend"]
 
 BACKENDS = ("auto", "portable", "cpu", "triton")
 _LOG = logging.getLogger("crfhead")
@@ -57,12 +56,27 @@ def available(name: str) -> tuple[bool, str]:
     if name in ("auto", "portable"):
         return True, ""
     if name == "cpu":
-        from crfhead.backends import cpu
+        from crfhead.engine.backends import cpu
 
         return cpu.status()
-    from crfhead.backends import gpu
+    from crfhead.engine.backends import triton
 
-    return gpu.status()
+    return triton.status()
+
+
+def kernel(name: str) -> Kernel:
+    """The module that implements backend ``name`` (``portable``, ``cpu`` or ``triton``), imported on first use."""
+    if name == "cpu":
+        from crfhead.engine.backends import cpu
+
+        return cpu
+    if name == "triton":
+        from crfhead.engine.backends import triton
+
+        return triton
+    from crfhead.engine.backends import portable
+
+    return portable
 
 
 def _warn_once(key: str, message: str) -> None:
@@ -84,7 +98,7 @@ def resolve(device: torch.device, requested: str | None = None) -> str:
         RuntimeError: an explicitly requested backend that is unavailable here (the reason is named).
     """
     name = _check(requested or _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto")
-    if torch.compiler.is_compiling():
+    if is_tracing():
         return "portable"
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
     if name == "auto":

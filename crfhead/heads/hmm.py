@@ -27,12 +27,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from crfhead import chain
-from crfhead.constraints import constrain
-from crfhead.data.batching import check_word_ids
-from crfhead.head import ChainHead, reduce_loss
+from crfhead import engine
+from crfhead.checks import check_word_ids
+from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
+from crfhead.heads.base import CountingHead
 from crfhead.numerics import compute_dtype
-from crfhead.potentials import ChainPotentials, make_potentials
 
 __all__ = ["HMM", "HMMParameters"]
 
@@ -62,7 +61,7 @@ def _log_normalise(counts: Tensor, extra: Tensor | None = None) -> Tensor:
     return counts.log() - total.clamp(min=1e-300).log()[..., None]
 
 
-class HMM(ChainHead):
+class HMM(CountingHead):
     """A first-order HMM tagger over ``num_tags`` tags and ``vocab_size`` word ids.
 
     Args:
@@ -85,7 +84,8 @@ class HMM(ChainHead):
     float64) and ``alpha`` (scalar).
     """
 
-    needs: frozenset[str] = frozenset({"words"})
+    scores_words = True
+    needs = frozenset({"words"})
     start_counts: Tensor
     transition_counts: Tensor
     end_counts: Tensor
@@ -136,15 +136,19 @@ class HMM(ChainHead):
         )
 
     # ------------------------------------------------------------------ counting (Proposition 1)
-    def reset_counts(self) -> None:
-        """Forget every count."""
-        for buf in (
+    def count_buffers(self) -> list[Tensor]:
+        """The count buffers: start, transition, end, emission and word counts."""
+        return [
             self.start_counts,
             self.transition_counts,
             self.end_counts,
             self.emission_counts,
             self.word_counts,
-        ):
+        ]
+
+    def reset_counts(self) -> None:
+        """Forget every count."""
+        for buf in self.count_buffers():
             buf.zero_()
 
     def _check_words(self, words: Tensor, mask: Tensor | None) -> Tensor:
@@ -256,7 +260,7 @@ class HMM(ChainHead):
         return log_b.T[self.symbols()[words]]  # (B, T, K)
 
     def emissions_from_batch(self, batch: Any) -> Tensor:
-        """Emissions ``(B, T, K)`` of a :class:`~crfhead.data.batching.Batch` (reads ``batch.words``)."""
+        """Emissions ``(B, T, K)`` of a batch (a :class:`~crfhead.data.batching.Batch`: reads ``batch.words``)."""
         if batch.words is None:
             raise ValueError("the HMM needs word ids: the batch has no 'words' field")
         return self.emit(batch.words)
@@ -278,16 +282,20 @@ class HMM(ChainHead):
         """
         return self._potentials(emissions, mask, None)
 
-    def loss(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
-    ) -> Tensor:
+    def sequence_losses(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
         """The joint log-loss ``-log p(x, z)`` that counting minimises (reported, never stepped on)."""
-        self._check_reduction(reduction)
         pot = self.potentials(emissions, mask)
-        return reduce_loss(-self.gold_score(pot, emissions, tags), pot.mask, reduction)
+        return -self.gold_score(pot, emissions, tags), pot.mask
+
+    @property
+    def tunes(self) -> bool:
+        """Whether the α grid has more than one value."""
+        return len(self.alphas) > 1
 
     @torch.no_grad()
-    def alpha_log_losses(self, words: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
+    def held_out_losses(self, words: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
         """Summed conditional log-loss ``-log p(z | x)`` of a batch for each α of the grid, ``(len(alphas),)``."""
         mask = self._check_words(words, mask)
         out = []
@@ -295,15 +303,14 @@ class HMM(ChainHead):
             em = self.emit(words, a)
             pot = self._potentials(em, mask.to(em.device), a)
             gold = self.gold_score(pot, em, tags.to(em.device))
-            out.append((chain.log_partition(pot) - gold).sum())
+            out.append((engine.log_partition(pot) - gold).sum())
         return torch.stack(out)
 
     def tune_alpha(self, words: Tensor, tags: Tensor, mask: Tensor | None = None) -> float:
         """Set ``alpha`` to the grid value with the smallest conditional log-loss on held-out data."""
-        losses = self.alpha_log_losses(words, tags, mask)
-        return self.set_alpha_from(losses)
+        return self.choose(self.held_out_losses(words, tags, mask))
 
-    def set_alpha_from(self, losses: Tensor) -> float:
+    def choose(self, losses: Tensor) -> float:
         """Set ``alpha`` to the grid value of the smallest of ``losses`` ``(len(alphas),)``; return it."""
         best = self.alphas[int(torch.argmin(losses))]
         self.alpha.fill_(best)

@@ -1,8 +1,8 @@
-"""The Triton backend: fused GPU kernels (:mod:`crfhead.backends._triton_kernels`), one launch per op.
+"""The Triton backend: fused GPU kernels (:mod:`crfhead.engine.backends.triton_kernels`), one launch per op.
 
 Runs on CUDA tensors; with ``TRITON_INTERPRET=1`` also on CPU tensors through Triton's interpreter
-(slow: for the tests). ``triton`` is imported on first use. Same semantics and autograd contract as
-:mod:`crfhead.backends.cpu`; double backward recomputes with the portable engine.
+(slow: for the tests). ``triton`` is imported on first use. Same semantics as the other backends, a
+:class:`~crfhead.engine.backends.autograd.Kernel` whose loss is composed from the forward-backward.
 """
 
 from __future__ import annotations
@@ -13,10 +13,19 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from crfhead.backends.fused import fused_log_partition
-from crfhead.potentials import ChainPotentials
+from crfhead.engine.backends.autograd import compose_nll
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.scan import Moments, scale_grads
 
-__all__ = ["MAX_TAGS", "forward_backward", "log_partition", "marginals", "status", "viterbi"]
+__all__ = [
+    "MAX_TAGS",
+    "forward_backward",
+    "marginals",
+    "nll",
+    "scale_grads",
+    "status",
+    "viterbi",
+]
 
 MAX_TAGS = 256
 """Largest ``K`` the kernels take (the ``K x K`` tile of a program)."""
@@ -34,9 +43,9 @@ def status() -> tuple[bool, str]:
 
 
 def _kernels() -> Any:
-    from crfhead.backends import _triton_kernels
+    from crfhead.engine.backends import triton_kernels
 
-    return _triton_kernels
+    return triton_kernels
 
 
 def _prepare(pot: ChainPotentials) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, int]:
@@ -65,11 +74,10 @@ def _warps(block: int) -> int:
 
 def forward_backward(
     pot: ChainPotentials, *, marginals: bool = True, edges: bool = False
-) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
-    """One launch: ``(log Z (B,), node (B, T, K), edge, first (B, K), last (B, K))``.
+) -> Moments:
+    """One launch: ``log Z`` ``(B,)`` and, if asked, its gradient's parts.
 
-    ``edge`` is ``(B, K, K)`` summed over edges (shared transitions) or ``(B, T-1, K, K)``; entries not
-    asked for are ``None``. No autograd history.
+    See :class:`~crfhead.engine.scan.Moments`; no autograd history.
     """
     em, trans, start, end, mask, block = _prepare(pot)
     B, T, K = em.shape
@@ -106,7 +114,7 @@ def forward_backward(
             BLOCK_K=block,
             num_warps=_warps(block),
         )
-    return (
+    return Moments(
         logz,
         node if want_node else None,
         edge if edges else None,
@@ -115,14 +123,14 @@ def forward_backward(
     )
 
 
-def log_partition(pot: ChainPotentials) -> Tensor:
-    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same fused call)."""
-    return fused_log_partition(pot, forward_backward)
+def nll(pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
+    """The loss ``log Z - score(tags)`` with its gradient's parts, and the gold score ``(B,)``."""
+    return compose_nll(forward_backward, pot, tags, grads=grads, edges=edges)
 
 
 def marginals(pot: ChainPotentials) -> Tensor:
     """Node marginals ``(B, T, K)`` (no autograd history)."""
-    node = forward_backward(pot, marginals=True)[1]
+    node = forward_backward(pot, marginals=True).node
     assert node is not None
     return node
 

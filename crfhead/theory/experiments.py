@@ -2,7 +2,7 @@
 
 From the seed ``000_7c5bc3c5795a6d4c.txt``: the table of "A generative–discriminative pair" (test
 token accuracy of the HMM, the indicator CRF, the ±1-word CRF and the Bayes tagger as the training size
-grows, in the well-specified and next-state worlds of :mod:`crfhead.worlds`), "Decoding risk"
+grows, in the well-specified and next-state worlds of :mod:`crfhead.theory.worlds`), "Decoding risk"
 (the Bayes tagger decoded by posterior marginals and by Viterbi), and the table of "Local normalization
 and label bias" (MEMMs with lookahead ``w`` against Corollary 2's lagged Bayes ceiling).
 
@@ -29,20 +29,22 @@ Shapes: ``words`` and ``tags`` are ``(n, T)`` int64 (``B = n`` sequences of leng
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
 
-from crfhead.chain import marginals
-from crfhead.crf import CRF
 from crfhead.encoders.window import WordWindowEncoder
+from crfhead.engine import marginals
+from crfhead.heads.base import ChainHead
+from crfhead.heads.crf import CRF
+from crfhead.heads.hmm import HMM
 from crfhead.heads.memm import MEMM
-from crfhead.hmm import HMM
-from crfhead.worlds import World, conditional_log_loss, token_accuracy
+from crfhead.theory.worlds import World, conditional_log_loss, token_accuracy
 
 __all__ = [
     "CRF_WINDOW_OFFSETS",
@@ -53,16 +55,19 @@ __all__ = [
     "fit_hmm",
     "fit_lbfgs",
     "fit_memm",
+    "fit_window_head",
     "format_learning_curves",
     "format_memm_ceilings",
     "learning_curves",
     "memm_ceilings",
     "memm_objective",
     "memm_offsets",
+    "objective",
 ]
 
 Row = dict[str, Any]
 """One table row: string keys to ``str``, ``int`` or ``float`` values (JSON-able)."""
+H = TypeVar("H", CRF, MEMM)
 
 CRF_WORDS_OFFSETS: tuple[int, ...] = (0,)
 """The indicator CRF's window: the current word only (Theorem 3)."""
@@ -178,36 +183,26 @@ def _penalty(modules: Sequence[nn.Module], l2: float) -> Tensor:
     return 0.5 * l2 * sum((p.pow(2).sum() for p in params), torch.zeros((), dtype=torch.float64))
 
 
-def crf_objective(
-    encoder: WordWindowEncoder, crf: CRF, words: Tensor, tags: Tensor, l2: float
+def objective(
+    encoder: WordWindowEncoder, head: ChainHead, words: Tensor, tags: Tensor, l2: float
 ) -> Tensor:
-    """Mean conditional NLL per sequence plus ``l2/2 ||θ||²`` over every weight (a scalar).
+    """The head's mean training loss per sequence plus ``l2/2 ||θ||²`` over every weight (a scalar).
+
+    The CRF's loss is the conditional NLL, the MEMM's the local log-loss.
 
     Args:
         encoder: the window encoder (float64).
-        crf: the CRF layer (float64).
+        head: the CRF or MEMM head (float64).
         words: ``(n, T)`` int64.
         tags: ``(n, T)`` int64.
         l2: ``λ``.
     """
-    nll = crf.nll(encoder.emissions(words), tags, reduction="mean")
-    return nll + _penalty((encoder, crf), l2)
+    loss = head.loss(encoder.emissions(words), tags, reduction="mean")
+    return loss + _penalty((encoder, head), l2)
 
 
-def memm_objective(
-    encoder: WordWindowEncoder, memm: MEMM, words: Tensor, tags: Tensor, l2: float
-) -> Tensor:
-    """Mean local log-loss per sequence plus ``l2/2 ||θ||²`` over every weight (a scalar).
-
-    Args:
-        encoder: the window encoder (float64).
-        memm: the MEMM head (float64).
-        words: ``(n, T)`` int64.
-        tags: ``(n, T)`` int64.
-        l2: ``λ``.
-    """
-    loss = memm.loss(encoder.emissions(words), tags, reduction="mean")
-    return loss + _penalty((encoder, memm), l2)
+crf_objective = objective
+memm_objective = objective
 
 
 def _init(modules: Sequence[nn.Module], generator: torch.Generator | None) -> list[Tensor]:
@@ -233,7 +228,8 @@ def _check_data(words: Tensor, tags: Tensor) -> int:
     return int(words.shape[0])
 
 
-def fit_crf(
+def fit_window_head(
+    head_class: type[H],
     words: Tensor,
     tags: Tensor,
     offsets: Sequence[int],
@@ -244,13 +240,16 @@ def fit_crf(
     tol: float = 1e-6,
     max_iter: int = 500,
     init: torch.Generator | None = None,
-) -> tuple[WordWindowEncoder, CRF]:
-    """Fit a window-feature CRF by L-BFGS to the MAP of :func:`crf_objective`.
+) -> tuple[WordWindowEncoder, H]:
+    """Fit a window-feature CRF or MEMM by L-BFGS to the MAP of :func:`objective`.
 
     Args:
+        head_class: :class:`~crfhead.heads.CRF` (:func:`fit_crf`) or :class:`~crfhead.heads.MEMM`
+            (:func:`fit_memm`).
         words: ``(n, T)`` int64 word ids in ``[0, vocab_size)``.
         tags: ``(n, T)`` int64 gold tags in ``[0, num_tags)``.
-        offsets: the encoder's window (``(0,)``: the indicator CRF).
+        offsets: the encoder's window (``(0,)``: the indicator CRF; for the MEMM ``max(offsets)``
+            is the lookahead, :func:`memm_offsets`).
         num_tags: ``K``.
         vocab_size: ``V``.
         l2: ``λ``; ``None`` is the seed's ``1/n`` (a standard normal prior on the mean objective).
@@ -259,52 +258,21 @@ def fit_crf(
         init: ``None`` starts at zero; a generator starts at ``N(0, 1)`` weights.
 
     Returns:
-        ``(encoder, crf)``, float64, in eval mode.
+        ``(encoder, head)``, float64, in eval mode.
     """
     n = _check_data(words, tags)
     lam = 1.0 / n if l2 is None else float(l2)
     encoder = WordWindowEncoder(num_tags, vocab_size, offsets)
-    crf = CRF(num_tags)
-    params = _init((encoder, crf), init)
-    fit_lbfgs(params, lambda: crf_objective(encoder, crf, words, tags, lam), tol, max_iter)
-    return encoder.eval(), crf.eval()
+    head = head_class(num_tags)
+    params = _init((encoder, head), init)
+    fit_lbfgs(params, lambda: objective(encoder, head, words, tags, lam), tol, max_iter)
+    return encoder.eval(), head.eval()
 
 
-def fit_memm(
-    words: Tensor,
-    tags: Tensor,
-    offsets: Sequence[int],
-    num_tags: int,
-    vocab_size: int,
-    l2: float | None = None,
-    *,
-    tol: float = 1e-6,
-    max_iter: int = 500,
-    init: torch.Generator | None = None,
-) -> tuple[WordWindowEncoder, MEMM]:
-    """Fit a window-feature MEMM by L-BFGS to the MAP of :func:`memm_objective`.
-
-    Args:
-        words: ``(n, T)`` int64 word ids in ``[0, vocab_size)``.
-        tags: ``(n, T)`` int64 gold tags in ``[0, num_tags)``.
-        offsets: the encoder's window; ``max(offsets)`` is the lookahead (:func:`memm_offsets`).
-        num_tags: ``K``.
-        vocab_size: ``V``.
-        l2: ``λ``; ``None`` is ``1/n``.
-        tol: gradient-norm target of :func:`fit_lbfgs`.
-        max_iter: L-BFGS iteration cap.
-        init: ``None`` starts at zero; a generator starts at ``N(0, 1)`` weights.
-
-    Returns:
-        ``(encoder, memm)``, float64, in eval mode.
-    """
-    n = _check_data(words, tags)
-    lam = 1.0 / n if l2 is None else float(l2)
-    encoder = WordWindowEncoder(num_tags, vocab_size, offsets)
-    memm = MEMM(num_tags)
-    params = _init((encoder, memm), init)
-    fit_lbfgs(params, lambda: memm_objective(encoder, memm, words, tags, lam), tol, max_iter)
-    return encoder.eval(), memm.eval()
+fit_crf = functools.partial(fit_window_head, CRF)
+""":func:`fit_window_head` for the CRF."""
+fit_memm = functools.partial(fit_window_head, MEMM)
+""":func:`fit_window_head` for the MEMM."""
 
 
 def fit_hmm(
@@ -368,7 +336,7 @@ def learning_curves(
     third draw of ``test_n`` (all three from generators seeded by ``seed``).
 
     Args:
-        world: a :class:`~crfhead.worlds.World`.
+        world: a :class:`~crfhead.theory.worlds.World`.
         ns: the training sizes.
         test_n: the number of test sequences.
         seed: seeds the three draws.
@@ -444,7 +412,7 @@ def memm_ceilings(
     :func:`learning_curves` at ``n = max(ns)``); the test set is :func:`learning_curves`' test set.
 
     Args:
-        world: a :class:`~crfhead.worlds.World`.
+        world: a :class:`~crfhead.theory.worlds.World`.
         n: training sequences.
         lookaheads: the ``w`` values.
         test_n: test sequences.

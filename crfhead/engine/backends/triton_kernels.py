@@ -46,6 +46,41 @@ def _lse_over_cols(x):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
+def _load_ends(st_ptr, en_ptr, tr_ptr, K, PER_POSITION: tl.constexpr, BLOCK_K: tl.constexpr):  # type: ignore[no-untyped-def]
+    """``start``, ``end`` ``(BLOCK_K,)`` and the shared transition tile (``NEG`` when per edge)."""
+    offs = tl.arange(0, BLOCK_K)
+    kin = offs < K
+    rows = offs[:, None]
+    cols = offs[None, :]
+    start = tl.load(st_ptr + offs, mask=kin, other=NEG)
+    end = tl.load(en_ptr + offs, mask=kin, other=NEG)
+    if PER_POSITION:
+        shared = tl.zeros([BLOCK_K, BLOCK_K], dtype=start.dtype) + NEG
+    else:
+        shared = tl.load(tr_ptr + rows * K + cols, mask=(rows < K) & (cols < K), other=NEG)
+    return start, end, shared
+
+
+@triton.jit
+def _edge_tile(  # type: ignore[no-untyped-def]
+    tr_ptr, shared, b, t, T, K, valid, PER_POSITION: tl.constexpr, BLOCK_K: tl.constexpr
+):
+    """The ``(BLOCK_K, BLOCK_K)`` transitions entering position ``t`` (``valid``: it has an edge)."""
+    if PER_POSITION:
+        offs = tl.arange(0, BLOCK_K)
+        rows = offs[:, None]
+        cols = offs[None, :]
+        tr = tl.load(
+            tr_ptr + ((b * (T - 1) + t - 1) * K) * K + rows * K + cols,
+            mask=(rows < K) & (cols < K) & _tile(valid, BLOCK_K),
+            other=NEG,
+        )
+    else:
+        tr = shared
+    return tr
+
+
+@triton.jit
 def forward_backward_kernel(  # type: ignore[no-untyped-def]
     em_ptr,  # (B, T, K)
     tr_ptr,  # (K, K) or (B, T-1, K, K)
@@ -65,18 +100,14 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
     WANT_EDGE: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
+    """One sequence's forward-backward: ``log Z``, node/edge/first/last marginals as asked."""
     b = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK_K)
     kin = offs < K
     rows = offs[:, None]
     cols = offs[None, :]
     tile_in = (rows < K) & (cols < K)
-    start = tl.load(st_ptr + offs, mask=kin, other=NEG)
-    end = tl.load(en_ptr + offs, mask=kin, other=NEG)
-    if PER_POSITION:
-        shared = tl.zeros([BLOCK_K, BLOCK_K], dtype=start.dtype) + NEG
-    else:
-        shared = tl.load(tr_ptr + rows * K + cols, mask=tile_in, other=NEG)
+    start, end, shared = _load_ends(st_ptr, en_ptr, tr_ptr, K, PER_POSITION, BLOCK_K)
     alpha = start * 0.0 + NEG
     shift = tl.sum(start * 0.0, axis=0)  # the log-normalisers taken out of alpha
     started = 0
@@ -84,14 +115,7 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
     for t in range(0, T):
         on = tl.load(mask_ptr + b * T + t) != 0
         e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
-        if PER_POSITION:
-            tr = tl.load(
-                tr_ptr + ((b * (T - 1) + t - 1) * K) * K + rows * K + cols,
-                mask=tile_in & _tile(t > 0, BLOCK_K),
-                other=NEG,
-            )
-        else:
-            tr = shared
+        tr = _edge_tile(tr_ptr, shared, b, t, T, K, t > 0, PER_POSITION, BLOCK_K)
         step = _lse_over_rows(alpha[:, None] + tr) + e
         new = tl.where(started > 0, step, start + e)
         top = tl.max(tl.where(kin, new, NEG), axis=0)  # renormalise: states stay O(1)
@@ -116,14 +140,7 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
             t = T - 1 - i
             on = tl.load(mask_ptr + b * T + t) != 0
             a = tl.load(alpha_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
-            if PER_POSITION:
-                tr = tl.load(
-                    tr_ptr + ((b * (T - 1) + nxt - 1) * K) * K + rows * K + cols,
-                    mask=tile_in & _tile(have_next > 0, BLOCK_K),
-                    other=NEG,
-                )
-            else:
-                tr = shared
+            tr = _edge_tile(tr_ptr, shared, b, nxt, T, K, have_next > 0, PER_POSITION, BLOCK_K)
             link = tr + nb[None, :]  # (j, k): edge into t' plus what follows it
             beta = tl.where(have_next > 0, _lse_over_cols(link), end)
             beta = beta - tl.max(tl.where(kin, beta, NEG), axis=0)  # shift-free marginals below
@@ -174,31 +191,17 @@ def viterbi_kernel(  # type: ignore[no-untyped-def]
     PER_POSITION: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
+    """One sequence's Viterbi: the best score and path (ties to the lowest tag)."""
     b = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK_K)
     kin = offs < K
-    rows = offs[:, None]
-    cols = offs[None, :]
-    tile_in = (rows < K) & (cols < K)
-    start = tl.load(st_ptr + offs, mask=kin, other=NEG)
-    end = tl.load(en_ptr + offs, mask=kin, other=NEG)
-    if PER_POSITION:
-        shared = tl.zeros([BLOCK_K, BLOCK_K], dtype=start.dtype) + NEG
-    else:
-        shared = tl.load(tr_ptr + rows * K + cols, mask=tile_in, other=NEG)
+    start, end, shared = _load_ends(st_ptr, en_ptr, tr_ptr, K, PER_POSITION, BLOCK_K)
     delta = start * 0.0 + NEG
     started = 0
     for t in range(0, T):
         on = tl.load(mask_ptr + b * T + t) != 0
         e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
-        if PER_POSITION:
-            tr = tl.load(
-                tr_ptr + ((b * (T - 1) + t - 1) * K) * K + rows * K + cols,
-                mask=tile_in & _tile(t > 0, BLOCK_K),
-                other=NEG,
-            )
-        else:
-            tr = shared
+        tr = _edge_tile(tr_ptr, shared, b, t, T, K, t > 0, PER_POSITION, BLOCK_K)
         x = delta[:, None] + tr
         best = tl.max(x, axis=0)
         arg = tl.argmax(x, axis=0, tie_break_left=True)

@@ -1,4 +1,9 @@
-"""Training callbacks: parameter averaging for the averaged perceptron (Collins 2002, §2.5 / seed ``000``).
+"""Training callbacks: parameter averaging for the averaged perceptron, and the on-exception checkpoint.
+
+:class:`OnExceptionCheckpoint` is Lightning's, with a ``dirpath`` that may be left to ``train.py``
+(which puts it in the run's folder, ``runs/<run name>``).
+
+Averaging follows Collins (2002, §2.5) and seed ``000``.
 
 :class:`WeightAveraging` is Lightning's equal-weight ``WeightAveraging`` (average of the parameters
 after every optimizer step, swapped in for validation, saved as the checkpoint's ``state_dict``) with
@@ -14,13 +19,28 @@ two changes:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytorch_lightning as pl
+from pytorch_lightning.callbacks import OnExceptionCheckpoint as _LightningOnExceptionCheckpoint
 from pytorch_lightning.callbacks import WeightAveraging as _LightningWeightAveraging
 from pytorch_lightning.trainer.states import TrainerFn
 
-__all__ = ["WeightAveraging"]
+__all__ = ["OnExceptionCheckpoint", "WeightAveraging"]
+
+
+class OnExceptionCheckpoint(_LightningOnExceptionCheckpoint):
+    """Save a checkpoint when training stops on an exception (Ctrl-C included).
+
+    Args:
+        dirpath: the folder; ``None`` is filled in by ``train.py`` with the run's folder (the
+            logger's ``save_dir/name``), and is the working directory elsewhere.
+        filename: the file's name, without ``.ckpt``.
+    """
+
+    def __init__(self, dirpath: str | None = None, filename: str = "on_exception") -> None:
+        super().__init__(os.getcwd() if dirpath is None else dirpath, filename)
 
 
 class WeightAveraging(_LightningWeightAveraging):

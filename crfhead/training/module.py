@@ -1,9 +1,9 @@
-"""The LightningModule around :class:`~crfhead.model.Tagger`: steps, metrics, optimisers. Orchestration only.
+"""The LightningModule around :class:`~crfhead.training.model.Tagger`: steps, metrics, optimisers. Orchestration only.
 
 Hyper-parameters (the encoder spec and the vocabularies linked from the data module) are saved in
 every checkpoint, so ``TaggerModule.load_from_checkpoint(path)`` rebuilds a model that decodes strings
 without the data module. The global torch RNG state is saved and restored too, so a run resumed
-from an epoch-end checkpoint continues exactly (with :class:`~crfhead.datamodule.EpochSeededSampler`).
+from an epoch-end checkpoint continues exactly (with :class:`~crfhead.data.datamodule.EpochSeededSampler`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ from torch import Tensor
 
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
-from crfhead.metrics import TaggingMetrics, format_report, write_report_json
-from crfhead.model import DEFAULT_HEAD, Tagger, build_encoder, build_head
+from crfhead.data.vocab import Vocab
+from crfhead.evaluation.metrics import TaggingMetrics
+from crfhead.evaluation.report import format_report, write_report_json
+from crfhead.heads.base import CountingHead
+from crfhead.training.build import DEFAULT_HEAD, build_encoder, build_head
+from crfhead.training.model import Tagger
 
 __all__ = ["OPTIMIZERS", "TaggerModule"]
 
@@ -34,7 +38,7 @@ class TaggerModule(pl.LightningModule):
         encoder: ``{"class_path": ..., "init_args": {...}}`` of an encoder in :mod:`crfhead.encoders`
             (or any module with the same contract); sizes are filled in from ``vocabs``.
         head: ``{"class_path": ..., "init_args": {...}}`` of the structured head (default
-            ``crfhead.crf.CRF``); ``num_tags``, ``labels`` and ``scheme`` come from the data.
+            ``crfhead.heads.crf.CRF``); ``num_tags``, ``labels`` and ``scheme`` come from the data.
         vocabs: the data module's vocabularies (linked automatically by ``train.py``).
         constrained: constrain the CRF to the tagging scheme (training and decoding alike).
         lr: learning rate of the encoder (non-transformer part) and the CRF.
@@ -69,14 +73,13 @@ class TaggerModule(pl.LightningModule):
         head = head or dict(DEFAULT_HEAD)
         self.save_hyperparameters()
         labels = LabelVocab.from_dict(vocabs["labels"])
-        vocab_size = len(vocabs["words"]["items"]) + 2
         self.tagger = Tagger(
             build_encoder(encoder, vocabs),
             labels,
-            build_head(head, labels, constrained, vocab_size=vocab_size),
+            build_head(head, labels, constrained, vocab_size=Vocab.size_of(vocabs["words"])),
         )
         self._counts_synced = True
-        if self.tagger.counts:
+        if self.tagger.counting is not None:
             # No loss and no optimizer: training_step counts and returns None (Lightning still
             # advances global_step with its mock optimizer, so checkpoints are written as usual).
             warnings.filterwarnings("ignore", message=r".*`training_step` returned `None`")
@@ -90,7 +93,7 @@ class TaggerModule(pl.LightningModule):
 
     # ----------------------------------------------------------------------------- steps
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:  # noqa: D102
-        if self.tagger.counts:
+        if self.tagger.counting is not None:
             # A counting head (the HMM): no loss, no gradient step; see on_validation_epoch_start.
             self.tagger.accumulate(batch)
             self._counts_synced = False
@@ -116,37 +119,36 @@ class TaggerModule(pl.LightningModule):
 
     # ----------------------------------------------------------------------------- counting heads
     def on_train_epoch_start(self) -> None:  # noqa: D102
-        if self.tagger.counts:
-            self.tagger.head.reset_counts()  # type: ignore[operator]
+        if self.tagger.counting is not None:
+            self.tagger.counting.reset_counts()
 
-    def _finish_counting(self) -> None:
-        """Sum the ranks' counts (DDP) and tune the head's ``alpha`` on the validation data."""
+    def _finish_counting(self, head: CountingHead) -> None:
+        """Sum the ranks' counts (DDP) and tune the head's smoothing on the validation data."""
         if self._counts_synced:
             return
-        head: Any = self.tagger.head
-        for name in ("start_counts", "transition_counts", "end_counts", "emission_counts"):
-            buf = getattr(head, name)
+        for buf in head.count_buffers():
             buf.copy_(self.trainer.strategy.reduce(buf, reduce_op="sum"))
-        head.word_counts.copy_(self.trainer.strategy.reduce(head.word_counts, reduce_op="sum"))
         self._counts_synced = True
         datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is None or len(head.alphas) < 2:
+        if datamodule is None or not head.tunes:
             return
-        losses = torch.zeros(len(head.alphas), dtype=torch.float64, device=self.device)
+        losses: Tensor | None = None
         for batch in datamodule.val_dataloader():
             if batch.tags is not None and batch.words is not None:
-                losses += head.alpha_log_losses(batch.words, batch.tags, batch.mask).to(losses)
-        losses = self.trainer.strategy.reduce(losses, reduce_op="sum")
-        alpha = head.set_alpha_from(losses)
-        self.log("val/alpha", alpha, sync_dist=False)
+                batch_losses = head.held_out_losses(batch.words, batch.tags, batch.mask)
+                losses = batch_losses if losses is None else losses + batch_losses.to(losses)
+        if losses is None:
+            return
+        losses = self.trainer.strategy.reduce(losses.to(self.device), reduce_op="sum")
+        self.log("val/alpha", head.choose(losses), sync_dist=False)
 
     def on_validation_epoch_start(self) -> None:  # noqa: D102
-        if self.tagger.counts and not self.trainer.sanity_checking:
-            self._finish_counting()
+        if self.tagger.counting is not None and not self.trainer.sanity_checking:
+            self._finish_counting(self.tagger.counting)
 
     def on_train_epoch_end(self) -> None:  # noqa: D102
-        if self.tagger.counts:
-            self._finish_counting()
+        if self.tagger.counting is not None:
+            self._finish_counting(self.tagger.counting)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:  # noqa: D102
         self._eval_step(batch, "val")
@@ -177,7 +179,7 @@ class TaggerModule(pl.LightningModule):
     # ----------------------------------------------------------------------------- optimisation
     def configure_optimizers(self) -> Any:  # noqa: D102
         hp = self.hparams
-        if self.tagger.counts:
+        if self.tagger.counting is not None:
             return None  # fitted by counting
         groups: list[dict[str, Any]] = []
         encoder = self.tagger.encoder
@@ -232,10 +234,3 @@ class TaggerModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:  # noqa: D102
         if "torch_rng_state" in checkpoint:
             torch.set_rng_state(checkpoint["torch_rng_state"])
-
-    def setup(self, stage: str) -> None:  # noqa: D102
-        datamodule = (
-            getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
-        )
-        if datamodule is not None and hasattr(datamodule, "set_needs"):
-            datamodule.set_needs(self.tagger.needs)

@@ -1,16 +1,9 @@
 """The potentials of a batch of linear chains: the one input contract of every dynamic program.
 
-Conventions (written once here, used everywhere; ``B`` batch, ``T`` time, ``K`` tags):
-
-* ``emissions``   ``(B, T, K)``: the unary log-potential ``U_t(k)`` of tag ``k`` at position ``t``.
-* ``transitions`` ``(K, K)`` shared by every edge, or ``(B, T-1, K, K)`` per edge, indexed
-  ``[from, to]``. ``transitions[b, t-1, i, j]`` scores tag ``i`` at the previous *unmasked* position
-  followed by tag ``j`` at position ``t`` (the transition that *enters* ``t``).
-* ``start`` ``(K,)`` scores the first unmasked tag, ``end`` ``(K,)`` the last.
-* ``mask`` ``(B, T)`` bool. Masks may have holes: the chain links consecutive unmasked positions, so a
-  first-subword mask of a BERT batch (``[CLS]``, ``[SEP]`` and continuation pieces off) is used as it is.
-  No sorting of the batch and no left alignment is assumed. A fully masked row is the empty chain:
-  ``log Z = 0``, score 0, path all ``-1``.
+The shapes and conventions are the package's (:mod:`crfhead`): ``emissions`` ``(B, T, K)`` are the unary
+log-potentials, ``transitions`` ``(K, K)`` or ``(B, T-1, K, K)`` ``[from, to]`` (entry ``t-1`` enters
+position ``t`` from the previous *unmasked* one), ``start``/``end`` ``(K,)`` score the first/last
+unmasked tag, ``mask`` ``(B, T)`` bool with holes allowed.
 
 :func:`make_potentials` validates at the public boundary (errors print the actual shapes), upcasts to
 the compute dtype (float32, or float64 when given float64) and clamps ``-inf`` to ``IMPOSSIBLE``.
@@ -24,9 +17,10 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
-from crfhead.numerics import IMPOSSIBLE, compute_dtype
+from crfhead.checks import check_tag_range
+from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing
 
-__all__ = ["ChainPotentials", "check_tag_range", "make_potentials"]
+__all__ = ["ChainPotentials", "check_tag_range", "constrain", "make_potentials"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +59,16 @@ class ChainPotentials:
     def edge_transitions(self) -> Tensor:
         """All edge scores, broadcastable to ``(B, T-1, K, K)``: entry ``t-1`` enters position ``t``."""
         return self.transitions if self.per_position else self.transitions[None, None]
+
+    @property
+    def differentiable(self) -> bool:
+        """Whether autograd will need gradients of these potentials (gradients on, some input requires them)."""
+        return torch.is_grad_enabled() and (
+            self.emissions.requires_grad
+            or self.transitions.requires_grad
+            or self.start.requires_grad
+            or self.end.requires_grad
+        )
 
     @cached_property
     def has_prev(self) -> Tensor:
@@ -175,7 +179,7 @@ def make_potentials(
         if x.device != device:
             raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
 
-    tracing = torch.compiler.is_compiling()
+    tracing = is_tracing()
 
     def prep(x: Tensor) -> Tensor:
         if x.dtype != dtype:
@@ -194,16 +198,6 @@ def make_potentials(
     )
 
 
-def check_tag_range(tags: Tensor, mask: Tensor, num_tags: int) -> None:
-    """Refuse gold ``tags`` ``(B, T)`` outside ``[0, num_tags)`` at unmasked positions of ``mask``.
-
-    Raises:
-        ValueError: naming the first offending tag and its position.
-    """
-    bad = mask & ((tags < 0) | (tags >= num_tags))
-    if bool(bad.any()):
-        b, t = (int(i) for i in bad.nonzero()[0])
-        raise ValueError(
-            f"tag {int(tags[b, t])} at unmasked position (batch {b}, time {t}) is out of "
-            f"range [0, {num_tags})"
-        )
+def constrain(scores: Tensor, allowed: Tensor) -> Tensor:
+    """``scores`` where ``allowed``, ``IMPOSSIBLE`` elsewhere (``allowed`` broadcasts to ``scores``)."""
+    return torch.where(allowed, scores, torch.full_like(scores, IMPOSSIBLE))

@@ -13,26 +13,27 @@ Every state is renormalised at each step (its ⊕ subtracted and accumulated sep
 O(1) and marginals are a softmax of ``alpha_t + beta_t``: no cancellation of large numbers, and float32
 marginals stay accurate for long chains.
 
-The functions here are pure: they take :class:`~crfhead.potentials.ChainPotentials` and return tensors.
-:func:`log_partition` is a custom autograd function whose backward is the explicit forward-backward
-(marginals), the seam where fused kernels plug in; double backward (Hessian-vector products) recomputes
-the marginals differentiably.
+The functions here are the portable backend: pure PyTorch over
+:class:`~crfhead.engine.potentials.ChainPotentials`, any device, differentiable to any order by autograd.
+They know nothing of the other backends; :mod:`crfhead.engine` dispatches to them, and
+:func:`log_partition_grads` (the explicit forward-backward) is what every backend's double backward
+recomputes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from crfhead.backends import resolve
-from crfhead.numerics import EXP_FLOOR, no_autocast, softmax
-from crfhead.potentials import ChainPotentials, check_tag_range
-from crfhead.semiring import LogSemiring, MaxSemiring, Semiring
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.semiring import LogSemiring, MaxSemiring, Semiring
+from crfhead.numerics import EXP_FLOOR, softmax
 
 __all__ = [
     "ForwardResult",
+    "Moments",
     "backward_scan",
     "edge_marginals",
     "entropy",
@@ -41,23 +42,15 @@ __all__ = [
     "log_partition_grads",
     "marginals",
     "max_marginals",
-    "nll",
+    "moments",
+    "node_marginals",
+    "pair_marginals",
+    "scale_grads",
     "score",
 ]
 
 _LOG = LogSemiring()
 _MAX = MaxSemiring()
-
-
-def _fused(name: str) -> Any:
-    """The module of a fused backend (imported on first use)."""
-    if name == "cpu":
-        from crfhead.backends import cpu
-
-        return cpu
-    from crfhead.backends import gpu
-
-    return gpu
 
 
 class ForwardResult:
@@ -178,13 +171,13 @@ def backward_scan(semiring: Semiring, pot: ChainPotentials) -> Tensor:
     return torch.stack(betas[::-1], dim=1)
 
 
-def _node_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tensor:
+def node_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tensor:
     """``(B, T, K)``: softmax of ``alpha_t + beta_t`` at unmasked positions, 0 elsewhere."""
     probs = softmax(alphas + betas, dim=-1)
     return torch.where(pot.mask[..., None], probs, torch.zeros_like(probs))
 
 
-def _edge_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tensor:
+def pair_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tensor:
     """``(B, T-1, K, K)``: entry ``t-1`` is p(prev unmasked tag = i, tag at t = j), 0 if no such edge."""
     B, T, K = pot.shape
     if T < 2:
@@ -199,76 +192,70 @@ def _edge_marginals(pot: ChainPotentials, alphas: Tensor, betas: Tensor) -> Tens
     return torch.where(valid, probs, torch.zeros_like(probs))
 
 
-def _chain_grads(
-    pot: ChainPotentials, alphas: Tensor, betas: Tensor, need_edges: bool
-) -> tuple[Tensor, Tensor | None]:
-    node = _node_marginals(pot, alphas, betas)
-    edge = _edge_marginals(pot, alphas, betas) if need_edges else None
-    return node, edge
+class Moments(NamedTuple):
+    """A function of the chain and its gradient's parts, as every backend's forward-backward returns them.
+
+    Attributes:
+        value: ``(B,)`` the function (``log Z``, or the loss ``log Z - score(gold)``).
+        node: ``(B, T, K)`` its gradient to the emissions (the node marginals for ``log Z``).
+        edge: to the transitions: ``(B, K, K)`` summed over edges (shared transitions) or ``(B, T-1,
+            K, K)`` per edge; ``None`` when not asked for.
+        first: ``(B, K)`` to ``start`` (the first unmasked tag's marginals).
+        last: ``(B, K)`` to ``end``.
+
+    Entries not asked for are ``None``.
+    """
+
+    value: Tensor
+    node: Tensor | None = None
+    edge: Tensor | None = None
+    first: Tensor | None = None
+    last: Tensor | None = None
+
+
+def moments(pot: ChainPotentials, edges: bool) -> Moments:
+    """``log Z`` and its gradient's parts by the forward-backward (differentiable by autograd)."""
+    fwd = forward_scan(_LOG, pot)
+    alphas = fwd.alphas[..., 0]
+    betas = backward_scan(_LOG, pot)
+    node = node_marginals(pot, alphas, betas)
+    edge: Tensor | None = None
+    if edges:
+        edge = pair_marginals(pot, alphas, betas)
+        edge = edge if pot.per_position else edge.sum(1)
+    first = (node * pot.is_first[..., None]).sum(1)
+    last = (node * pot.is_last[..., None]).sum(1)
+    return Moments(fwd.total[:, 0], node, edge, first, last)
+
+
+def scale_grads(
+    grad: Tensor, m: Moments, per_position: bool, need: tuple[bool, ...] = (True,) * 4
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """Gradients of ``sum_b grad[b] * m.value[b]`` to (emissions, transitions, start, end).
+
+    ``grad`` is ``(B,)``; the results are ``(B, T, K)``, ``(K, K)`` or ``(B, T-1, K, K)``, ``(K,)``,
+    ``(K,)`` (``None`` where ``m`` lacks the part; every part is computed, whatever ``need`` says).
+    """
+    g_tr: Tensor | None = None
+    if m.edge is not None:
+        if per_position:
+            g_tr = grad[:, None, None, None] * m.edge
+        else:
+            g_tr = torch.einsum("b,bij->ij", grad, m.edge)
+    g_em = None if m.node is None else grad[:, None, None] * m.node
+    g_start = None if m.first is None else grad @ m.first
+    g_end = None if m.last is None else grad @ m.last
+    return g_em, g_tr, g_start, g_end
 
 
 def log_partition_grads(
-    pot: ChainPotentials, grad: Tensor, need_edges: bool, alphas: Tensor | None
-) -> tuple[Tensor | None, ...]:
-    """Gradients of ``sum_b grad[b] * log Z_b`` to (emissions, transitions, start, end, mask).
+    pot: ChainPotentials, grad: Tensor, need_edges: bool
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """Gradients of ``sum_b grad[b] * log Z_b`` to (emissions, transitions, start, end).
 
-    The explicit forward-backward; differentiable when gradients are enabled (double backward), in
-    which case ``alphas`` (``(B, T, K)`` from an earlier forward scan) is recomputed.
+    The explicit forward-backward, differentiable (so every backend's double backward uses it).
     """
-    if alphas is None or torch.is_grad_enabled():
-        alphas = forward_scan(_LOG, pot).alphas[..., 0]
-    betas = backward_scan(_LOG, pot)
-    node, edge = _chain_grads(pot, alphas, betas, need_edges)
-    g_em = grad[:, None, None] * node
-    g_tr: Tensor | None = None
-    if edge is not None:
-        if pot.per_position:
-            g_tr = grad[:, None, None, None] * edge
-        else:
-            g_tr = torch.einsum("b,btij->ij", grad, edge)
-    g_start = torch.einsum("b,btk->k", grad, node * pot.is_first[..., None])
-    g_end = torch.einsum("b,btk->k", grad, node * pot.is_last[..., None])
-    return g_em, g_tr, g_start, g_end, None
-
-
-class _LogPartition(torch.autograd.Function):
-    """``log Z`` with the explicit forward-backward as its backward (gradient = marginals)."""
-
-    @staticmethod
-    def forward(
-        ctx: Any, emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
-    ) -> Tensor:
-        pot = ChainPotentials(emissions, transitions, start, end, mask)
-        fwd = forward_scan(_LOG, pot)
-        ctx.save_for_backward(emissions, transitions, start, end, mask, fwd.alphas[..., 0])
-        return fwd.total[:, 0]
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
-        emissions, transitions, start, end, mask, alphas = ctx.saved_tensors
-        pot = ChainPotentials(emissions, transitions, start, end, mask)
-        return log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), alphas)
-
-
-def log_partition(pot: ChainPotentials, backend: str | None = None) -> Tensor:
-    """``log Z`` of each chain, ``(B,)``: the log-sum-exp of every path's score (0 for empty rows).
-
-    Differentiable; the gradient with respect to the emissions is the node marginals.
-
-    Args:
-        pot: the chain potentials.
-        backend: ``"portable"``, ``"cpu"``, ``"triton"`` or ``"auto"`` (default: see
-            :mod:`crfhead.backends`).
-    """
-    with no_autocast(pot.emissions.device):
-        name = resolve(pot.emissions.device, backend)
-        if name != "portable":
-            return _fused(name).log_partition(pot)  # type: ignore[no-any-return]
-        tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
-        if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-            out: Tensor = _LogPartition.apply(*tensors, pot.mask)  # type: ignore[no-untyped-call]
-            return out
-        return forward_scan(_LOG, pot).total[:, 0]
+    return scale_grads(grad, moments(pot, need_edges), pot.per_position)
 
 
 def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
@@ -299,44 +286,15 @@ def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
     return total
 
 
-def nll(pot: ChainPotentials, tags: Tensor, backend: str | None = None) -> tuple[Tensor, Tensor]:
-    """The CRF loss per chain and the gold score: ``(log Z - score(tags), score(tags))``, each ``(B,)``.
-
-    The first is differentiable, its gradient the marginals minus the gold path's indicators; on the
-    ``cpu`` backend both come from one native call. The gold score carries no gradient.
-
-    Args:
-        pot: the chain potentials.
-        tags: ``(B, T)`` int64, in ``[0, K)`` at unmasked positions (ignored elsewhere).
-        backend: see :mod:`crfhead.backends`.
-
-    Raises:
-        ValueError: an unmasked tag outside ``[0, K)``.
-    """
-    with no_autocast(pot.emissions.device):
-        if resolve(pot.emissions.device, backend) == "cpu":
-            return _fused("cpu").nll(pot, tags)  # type: ignore[no-any-return]
-        if not torch.compiler.is_compiling():
-            check_tag_range(tags, pot.mask, pot.shape[2])
-        gold = score(pot, tags)
-        return log_partition(pot, backend) - gold, gold.detach()
+def log_partition(pot: ChainPotentials) -> Tensor:
+    """``log Z`` of each chain, ``(B,)``, by the forward scan alone (0 for empty rows)."""
+    return forward_scan(_LOG, pot).total[:, 0]
 
 
-def marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
-    """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 at masked positions.
-
-    Computed by an explicit forward-backward (works under ``torch.inference_mode``): one fused call on
-    the ``cpu``/``triton`` backends, or the portable recursions, which are differentiable by autograd
-    (used whenever the potentials require gradients and gradients are enabled).
-    """
-    with no_autocast(pot.emissions.device):
-        name = resolve(pot.emissions.device, backend)
-        tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
-        differentiable = torch.is_grad_enabled() and any(x.requires_grad for x in tensors)
-        if name != "portable" and not differentiable:
-            return _fused(name).marginals(pot)  # type: ignore[no-any-return]
-        alphas = forward_scan(_LOG, pot).alphas[..., 0]
-        return _node_marginals(pot, alphas, backward_scan(_LOG, pot))
+def marginals(pot: ChainPotentials) -> Tensor:
+    """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 at masked positions."""
+    alphas = forward_scan(_LOG, pot).alphas[..., 0]
+    return node_marginals(pot, alphas, backward_scan(_LOG, pot))
 
 
 def edge_marginals(pot: ChainPotentials) -> Tensor:
@@ -345,9 +303,8 @@ def edge_marginals(pot: ChainPotentials) -> Tensor:
     Entry ``[b, t-1, i, j]`` is p(tag i at the previous unmasked position, tag j at ``t``); 0 where
     ``t`` is masked or has no unmasked predecessor.
     """
-    with no_autocast(pot.emissions.device):
-        alphas = forward_scan(_LOG, pot).alphas[..., 0]
-        return _edge_marginals(pot, alphas, backward_scan(_LOG, pot))
+    alphas = forward_scan(_LOG, pot).alphas[..., 0]
+    return pair_marginals(pot, alphas, backward_scan(_LOG, pot))
 
 
 def max_marginals(pot: ChainPotentials) -> Tensor:
@@ -355,25 +312,23 @@ def max_marginals(pot: ChainPotentials) -> Tensor:
 
     Theorem 1 (b) in the max semiring, divided by ``Z``: equal to ``p(viterbi path)`` along that path.
     """
-    with no_autocast(pot.emissions.device):
-        fwd = forward_scan(_MAX, pot)
-        both = fwd.alphas[..., 0] + backward_scan(_MAX, pot)  # (B, T, K), up to a per-(b, t) shift
-        log_best = fwd.total[:, 0] - forward_scan(_LOG, pot).total[:, 0]  # log p(best path), (B,)
-        log_mu = both - both.amax(dim=-1, keepdim=True) + log_best[:, None, None]
-        mu = torch.where(log_mu < EXP_FLOOR, 0.0, log_mu.clamp(min=EXP_FLOOR).exp())
-        return torch.where(pot.mask[..., None], mu, torch.zeros_like(mu))
+    fwd = forward_scan(_MAX, pot)
+    both = fwd.alphas[..., 0] + backward_scan(_MAX, pot)  # (B, T, K), up to a per-(b, t) shift
+    log_best = fwd.total[:, 0] - forward_scan(_LOG, pot).total[:, 0]  # log p(best path), (B,)
+    log_mu = both - both.amax(dim=-1, keepdim=True) + log_best[:, None, None]
+    mu = torch.where(log_mu < EXP_FLOOR, 0.0, log_mu.clamp(min=EXP_FLOOR).exp())
+    return torch.where(pot.mask[..., None], mu, torch.zeros_like(mu))
 
 
 def entropy(pot: ChainPotentials) -> Tensor:
     """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals; 0 if empty."""
-    with no_autocast(pot.emissions.device):
-        fwd = forward_scan(_LOG, pot)
-        alphas = fwd.alphas[..., 0]
-        betas = backward_scan(_LOG, pot)
-        node = _node_marginals(pot, alphas, betas)
-        edge = _edge_marginals(pot, alphas, betas)
-        expected = (node * pot.emissions).sum((1, 2))
-        expected = expected + (node * pot.is_first[..., None] * pot.start).sum((1, 2))
-        expected = expected + (node * pot.is_last[..., None] * pot.end).sum((1, 2))
-        expected = expected + (edge * pot.edge_transitions()).sum((1, 2, 3))
-        return fwd.total[:, 0] - expected
+    fwd = forward_scan(_LOG, pot)
+    alphas = fwd.alphas[..., 0]
+    betas = backward_scan(_LOG, pot)
+    node = node_marginals(pot, alphas, betas)
+    edge = pair_marginals(pot, alphas, betas)
+    expected = (node * pot.emissions).sum((1, 2))
+    expected = expected + (node * pot.is_first[..., None] * pot.start).sum((1, 2))
+    expected = expected + (node * pot.is_last[..., None] * pot.end).sum((1, 2))
+    expected = expected + (edge * pot.edge_transitions()).sum((1, 2, 3))
+    return fwd.total[:, 0] - expected

@@ -6,7 +6,9 @@ without the padding ``DistributedSampler`` adds, so gathered metrics count every
 
 The vocabularies are built from the training split when the module is created and exposed as
 :attr:`TaggingDataModule.vocabs`, a JSON-able dict that ``train.py`` links into the model's
-hyper-parameters, so a checkpoint decodes strings without the data module.
+hyper-parameters, so a checkpoint decodes strings without the data module. The data module knows
+nothing of the model: it builds every batch field unless told which ones to build
+(:meth:`TaggingDataModule.set_needs`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from crfhead.constraints import canonical_scheme, convert_tags, entity_types
-from crfhead.data.batching import Batch, Collator, FeatureTemplates, Vocab
+from crfhead.data.batching import Batch, Collator
 from crfhead.data.corpora import Corpus, FinanceCorpus
+from crfhead.data.features import FeatureTemplates
 from crfhead.data.sentence import LabelVocab, Sentence
+from crfhead.data.vocab import Vocab
+from crfhead.schemes import canonical_scheme, convert_tags, entity_types
 
 __all__ = ["EpochSeededSampler", "ShardSampler", "TaggingDataModule", "collator_for"]
 
@@ -99,7 +103,7 @@ class TaggingDataModule(pl.LightningDataModule):
         eval_batch_size: validation / test batch size.
         min_word_count: words seen fewer times in training map to ``<unk>``.
         lowercase: lowercase words for the word vocabulary.
-        templates: indicator feature templates (see :class:`~crfhead.data.batching.FeatureTemplates`).
+        templates: indicator feature templates (see :class:`~crfhead.data.features.FeatureTemplates`).
         min_feature_count: features seen fewer times in training are dropped.
         seed: the shuffling seed.
         num_workers: data loader workers.
@@ -153,7 +157,7 @@ class TaggingDataModule(pl.LightningDataModule):
         self.needs: frozenset[str] = frozenset({"words", "chars", "features"})
 
     def set_needs(self, needs: frozenset[str]) -> None:
-        """Build only what the model's encoder reads (called by the model at setup)."""
+        """Build only the batch fields in ``needs`` (``train.py`` passes the model's ``Tagger.needs``)."""
         self.needs = needs
 
     def _loader(self, sentences: list[Sentence], train: bool) -> DataLoader[Batch]:

@@ -1,8 +1,8 @@
-"""The fused CPU backend: ``crfhead/csrc/chain_cpu.cpp`` compiled on first use, called through ctypes.
+"""The fused CPU backend: ``csrc/chain_cpu.cpp`` beside this file, compiled on first use, called by ctypes.
 
 Why not ``torch.utils.cpp_extension``: the kernel needs raw pointers and a loop, nothing from ATen, and
-including the torch headers made the first-use compile take 76 s of CPU (297 s wall on this 2-core
-machine) against about 9 s for the plain C++ file; a ctypes call costs a few microseconds. The library is
+the torch headers would make the first-use compile several times slower than the plain C++ file; a
+ctypes call costs a few microseconds. The library is
 built with the system compiler (``$CXX``, else ``c++``) into ``$CRFHEAD_CACHE`` (default
 ``~/.cache/crfhead``), keyed by a hash of the source, the flags and the CPU model, written atomically so
 concurrent processes (DDP ranks, test workers) can race safely. Where no compiler exists the build
@@ -10,11 +10,11 @@ fails once, :func:`status` says why, and ``auto`` falls back to the portable bac
 The build links OpenMP when the compiler has it (see :data:`OPENMP`), else uses ``std::thread`` workers
 (also on request: ``CRFHEAD_CPU_OPENMP=0``).
 
-Semantics are the portable engine's (see :mod:`crfhead.potentials`): masks with holes, empty rows,
-shared or per-edge transitions, start/end, float32/float64 (half types arrive upcast), gradients to
-emissions, transitions, start and end. The loss is one native call forward (log Z, gold score, and the
-gradient: marginals minus gold counts, after checking the tags' range) and one backward (scaling by the
-upstream gradient). Double backward recomputes with the portable engine.
+Semantics are the portable engine's: masks with holes, empty rows, shared or per-edge transitions,
+start/end, float32/float64 (half types arrive upcast), gradients to emissions, transitions, start and
+end. A :class:`~crfhead.engine.backends.autograd.Kernel`: the loss is one native call forward (log Z,
+gold score, and the gradient: marginals minus gold counts, after checking the tags' range) and one
+backward (:func:`scale_grads`, by the upstream gradient).
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from crfhead.potentials import ChainPotentials
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.scan import Moments
 
 __all__ = [
     "SOURCE",
     "forward_backward",
     "library_path",
-    "log_partition",
     "marginals",
     "nll",
+    "scale_grads",
     "status",
     "uses_openmp",
     "viterbi",
@@ -50,7 +51,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).resolve().parents[1] / "csrc" / "chain_cpu.cpp"
+SOURCE = Path(__file__).resolve().parent / "csrc" / "chain_cpu.cpp"
 FLAGS = (
     "-O3",
     "-march=native",
@@ -63,8 +64,8 @@ FLAGS = (
 OPENMP = ("-fopenmp",)
 """Tried first: the blocks of sequences are spread over OpenMP threads. The library then links
 ``libgomp.so.1``, which resolves to the copy torch has already loaded, so one pool of threads serves
-torch's operations and ours (with threads of our own, torch's spinning idle workers and ours fight
-over the cores: measured 1-2.5 ms lost per call at (16, 512, 17) on 2 cores)."""
+torch's operations and ours (with threads of our own, torch's spinning idle workers and ours would
+fight over the cores)."""
 NO_OPENMP = ("-fopenmp-simd",)
 """The fallback where the compiler has no OpenMP: ``std::thread`` workers and the ``omp simd`` hints."""
 _ABI = 5
@@ -220,34 +221,38 @@ def _ptr(x: Tensor | None) -> int | None:
     return None if x is None else x.data_ptr()
 
 
+def _empty_moments(
+    pot: ChainPotentials, dtype: torch.dtype, grads: bool, edges: bool
+) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """Uninitialised outputs of a native call (the kernel zeroes what it does not write)."""
+    B, T, K = pot.shape
+    new = torch.empty
+    value = new(B, dtype=dtype)
+    node = new(B, T, K, dtype=dtype) if grads else None
+    edge = None
+    if grads and edges:
+        shape = (B, max(T - 1, 0), K, K) if pot.per_position else (B, K, K)
+        edge = new(shape, dtype=dtype)
+    first = new(B, K, dtype=dtype) if grads else None
+    last = new(B, K, dtype=dtype) if grads else None
+    return value, node, edge, first, last
+
+
 def forward_backward(
     pot: ChainPotentials, *, marginals: bool = True, edges: bool = False
-) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
-    """One fused forward-backward: ``(log Z, node, edge, first, last)``.
+) -> Moments:
+    """One fused forward-backward: ``log Z`` ``(B,)`` and, if asked, its gradient's parts.
 
-    ``log Z`` is ``(B,)``; optionally the node marginals ``(B, T, K)``, the edge marginals (``(B, K,
-    K)`` summed over edges for shared transitions, ``(B, T-1, K, K)`` per edge), and the marginals of
-    the first and last tags ``(B, K)``.
-
-    The results carry no autograd history (see :func:`log_partition` for the differentiable ``log Z``).
+    See :class:`~crfhead.engine.scan.Moments`; the results carry no autograd history.
     """
     lib = _library()
     args, keep = _args(pot)
-    em = keep[0]
-    B, T, K = em.shape
-    new = torch.empty  # the kernel zeroes what it does not write
-    opts: dict[str, Any] = {"dtype": em.dtype}
-    logz = new(B, **opts)
-    node = new(B, T, K, **opts) if marginals or edges else None
-    edge = None
-    if edges:
-        edge = new(B, max(T - 1, 0), K, K, **opts) if pot.per_position else new(B, K, K, **opts)
-    first = new(B, K, **opts) if node is not None else None
-    last = new(B, K, **opts) if node is not None else None
-    fn = getattr(lib, f"crfhead_forward_backward_{_suffix(em.dtype)}")
-    fn(*args, _ptr(logz), _ptr(node), _ptr(edge), _ptr(first), _ptr(last), _threads())
+    dtype = keep[0].dtype
+    out = _empty_moments(pot, dtype, marginals or edges, edges)
+    fn = getattr(lib, f"crfhead_forward_backward_{_suffix(dtype)}")
+    fn(*args, *(_ptr(x) for x in out), _threads())
     del keep
-    return logz, node, edge, first, last
+    return Moments(*out)
 
 
 def _raise_bad_tag(tags: Tensor, index: int, K: int) -> None:
@@ -257,165 +262,77 @@ def _raise_bad_tag(tags: Tensor, index: int, K: int) -> None:
     )
 
 
-class _Fused(torch.autograd.Function):
-    """``log Z`` (no tags) or ``(log Z - score(tags), score(tags))`` from one native call.
-
-    The forward computes the gradient too (marginals, minus the gold path's indicators when tags are
-    given); the backward scales it by the incoming gradient, in one more native call.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Any,
-        emissions: Tensor,
-        transitions: Tensor,
-        start: Tensor,
-        end: Tensor,
-        mask: Tensor,
-        tags: Tensor | None,
-    ) -> tuple[Tensor, Tensor]:
-        pot = ChainPotentials(emissions, transitions, start, end, mask)
-        lib = _library()
-        args, keep = _args(pot)
-        em = keep[0]
-        B, T, K = em.shape
-        need = ctx.needs_input_grad
-        grads = any(need[:4])
-        opts: dict[str, Any] = {"dtype": em.dtype}
-        new = torch.empty  # the kernel zeroes what it does not write
-        loss = new(B, **opts)
-        node = new(B, T, K, **opts) if grads else None
-        edge = None
-        if grads and need[1]:
-            edge = new((B, max(T - 1, 0), K, K) if pot.per_position else (B, K, K), **opts)
-        first = new(B, K, **opts) if grads else None
-        last = new(B, K, **opts) if grads else None
-        outs = (_ptr(node), _ptr(edge), _ptr(first), _ptr(last), _threads())
-        suffix = _suffix(em.dtype)
-        if tags is None:
-            gold = new(0, **opts)
-            getattr(lib, f"crfhead_forward_backward_{suffix}")(*args, _ptr(loss), *outs)
-        else:
-            tags = _c(tags, torch.long)
-            gold = new(B, **opts)
-            fn = getattr(lib, f"crfhead_nll_grad_{suffix}")
-            bad = fn(*args, tags.data_ptr(), _ptr(loss), _ptr(gold), *outs)
-            if bad >= 0:
-                _raise_bad_tag(tags, bad, K)
-        del keep
-        ctx.per_position = pot.per_position
-        ctx.save_for_backward(
-            emissions, transitions, start, end, mask, tags, node, edge, first, last
-        )
-        ctx.mark_non_differentiable(gold)
-        return loss, gold
-
-    @staticmethod
-    def backward(ctx: Any, grad: Tensor, _gold: Tensor | None) -> tuple[Tensor | None, ...]:
-        transitions, node, edge, first, last = (ctx.saved_tensors[i] for i in (1, 6, 7, 8, 9))
-        need = ctx.needs_input_grad
-        if torch.is_grad_enabled():
-            return (*_double_backward(ctx, grad), None, None)
-        B, T, K = node.shape
-        opts: dict[str, Any] = {"dtype": node.dtype}
-        d_em = torch.empty(B, T, K, **opts) if need[0] else None
-        d_tr = torch.empty(transitions.shape, **opts) if need[1] and edge is not None else None
-        d_start = torch.empty(K, **opts) if need[2] else None
-        d_end = torch.empty(K, **opts) if need[3] else None
-        grad = _c(grad, node.dtype)
-        getattr(_library(), f"crfhead_scale_grads_{_suffix(node.dtype)}")(
-            grad.data_ptr(),
-            node.data_ptr(),
-            _ptr(edge),
-            first.data_ptr(),
-            last.data_ptr(),
-            B,
-            T,
-            K,
-            int(ctx.per_position),
-            _ptr(d_em),
-            _ptr(d_tr),
-            _ptr(d_start),
-            _ptr(d_end),
-        )
-        return d_em, d_tr, d_start, d_end, None, None
-
-
-def _double_backward(ctx: Any, grad: Tensor) -> list[Tensor | None]:
-    """Differentiable gradients, for double backward.
-
-    log Z's are recomputed by the portable engine and the gold counts (constant) subtracted.
-    """
-    from crfhead.chain import log_partition_grads, score
-
-    emissions, transitions, start, end, mask, tags, *_ = ctx.saved_tensors
-    pot = ChainPotentials(emissions, transitions, start, end, mask)
-    g = log_partition_grads(pot, grad, bool(ctx.needs_input_grad[1]), None)
-    if tags is None:
-        return list(g[:4])
-    with torch.enable_grad():
-        em_, tr_, st_, en_ = (
-            x.detach().requires_grad_(True) for x in (emissions, transitions, start, end)
-        )
-        leaves = (em_, tr_, st_, en_)
-        gold = score(ChainPotentials(em_, tr_, st_, en_, mask), torch.where(mask, tags, 0))
-        counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True, create_graph=True)
-    return [
-        None if a is None else a - (0 if c is None else c)
-        for a, c in zip(g[:4], counts, strict=True)
-    ]
-
-
-def _differentiable(pot: ChainPotentials) -> bool:
-    return torch.is_grad_enabled() and any(
-        x.requires_grad for x in (pot.emissions, pot.transitions, pot.start, pot.end)
-    )
-
-
-def log_partition(pot: ChainPotentials) -> Tensor:
-    """``log Z`` ``(B,)``, differentiable (gradient = marginals from the same fused call)."""
-    if _differentiable(pot):
-        out: tuple[Tensor, Tensor] = _Fused.apply(  # type: ignore[no-untyped-call]
-            pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, None
-        )
-        return out[0]
-    return forward_backward(pot, marginals=False)[0]
-
-
-def nll(pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:
-    """``(log Z - score(tags), score(tags))``, each ``(B,)``; the first differentiable.
+def nll(
+    pot: ChainPotentials, tags: Tensor, *, grads: bool = False, edges: bool = False
+) -> tuple[Moments, Tensor]:
+    """The loss ``log Z - score(tags)`` with its gradient's parts, and the gold score ``(B,)``.
 
     Args:
         pot: the chain potentials.
         tags: ``(B, T)`` integer gold tags, read at unmasked positions only.
+        grads: also return the gradient's parts (marginals minus gold counts).
+        edges: with ``grads``, the part for the transitions too.
 
     Raises:
         ValueError: an unmasked tag outside ``[0, K)`` (checked by the kernel, before any work).
     """
-    if _differentiable(pot):
-        out: tuple[Tensor, Tensor] = _Fused.apply(  # type: ignore[no-untyped-call]
-            pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, tags
-        )
-        return out
     lib = _library()
     args, keep = _args(pot)
-    B, _, K = keep[0].shape
-    loss = torch.empty(B, dtype=keep[0].dtype)
-    gold = torch.empty(B, dtype=keep[0].dtype)
+    dtype = keep[0].dtype
+    K = pot.shape[2]
+    out = _empty_moments(pot, dtype, grads, edges)
+    gold = torch.empty(pot.shape[0], dtype=dtype)
     tags = _c(tags, torch.long)
-    fn = getattr(lib, f"crfhead_nll_grad_{_suffix(keep[0].dtype)}")
+    fn = getattr(lib, f"crfhead_nll_grad_{_suffix(dtype)}")
     bad = fn(
-        *args, tags.data_ptr(), loss.data_ptr(), gold.data_ptr(), None, None, None, None, _threads()
+        *args,
+        tags.data_ptr(),
+        _ptr(out[0]),
+        gold.data_ptr(),
+        *(_ptr(x) for x in out[1:]),
+        _threads(),
     )
     del keep
     if bad >= 0:
         _raise_bad_tag(tags, bad, K)
-    return loss, gold
+    return Moments(*out), gold
+
+
+def scale_grads(
+    grad: Tensor, m: Moments, per_position: bool, need: tuple[bool, ...]
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """Gradients of ``sum_b grad[b] * m.value[b]`` to (emissions, transitions, start, end), natively."""
+    node, edge, first, last = m.node, m.edge, m.first, m.last
+    assert node is not None and first is not None and last is not None
+    B, T, K = node.shape
+    dtype = node.dtype
+    tr_shape = (B, max(T - 1, 0), K, K) if per_position else (K, K)
+    d_em = torch.empty(B, T, K, dtype=dtype) if need[0] else None
+    d_tr = torch.empty(tr_shape, dtype=dtype) if need[1] and edge is not None else None
+    d_start = torch.empty(K, dtype=dtype) if need[2] else None
+    d_end = torch.empty(K, dtype=dtype) if need[3] else None
+    grad = _c(grad, dtype)
+    getattr(_library(), f"crfhead_scale_grads_{_suffix(dtype)}")(
+        grad.data_ptr(),
+        node.data_ptr(),
+        _ptr(edge),
+        first.data_ptr(),
+        last.data_ptr(),
+        B,
+        T,
+        K,
+        int(per_position),
+        _ptr(d_em),
+        _ptr(d_tr),
+        _ptr(d_start),
+        _ptr(d_end),
+    )
+    return d_em, d_tr, d_start, d_end
 
 
 def marginals(pot: ChainPotentials) -> Tensor:
     """Node marginals ``(B, T, K)`` (no autograd history)."""
-    node = forward_backward(pot, marginals=True)[1]
+    node = forward_backward(pot, marginals=True).node
     assert node is not None
     return node
 

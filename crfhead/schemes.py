@@ -9,8 +9,8 @@ Schemes (Ramshaw & Marcus 1995; Sang & Veenstra 1999; Ratinov & Roth 2009):
   ``BIOUL`` (``U``nit for ``S``, ``L``ast for ``E``).
 
 Labels are ``"O"`` or ``"<prefix>-<TYPE>"``. From a label list, :func:`allowed_transitions` gives the
-bool ``(K, K)`` ``[from, to]`` matrix and the allowed start and end tags; :func:`constrain` applies them to
-chain potentials as ``IMPOSSIBLE`` scores, which the CRF does for the partition function *and* for
+bool ``(K, K)`` ``[from, to]`` matrix and the allowed start and end tags, which the heads apply to the
+chain potentials (:func:`crfhead.engine.potentials.constrain`) for the partition function *and* for
 decoding alike. :func:`tags_to_spans` reads any sequence leniently (conlleval rules: an ``I-X`` after
 ``O`` opens an entity), so :func:`repair_tags` and :func:`convert_tags` never lose an entity.
 """
@@ -23,14 +23,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crfhead.numerics import IMPOSSIBLE
-
 __all__ = [
     "SCHEMES",
     "Span",
     "allowed_transitions",
     "canonical_scheme",
-    "constrain",
     "convert_tags",
     "entity_types",
     "is_valid",
@@ -156,11 +153,6 @@ def allowed_transitions(labels: Sequence[str], scheme: str) -> tuple[Tensor, Ten
     else:
         end = torch.ones(K, dtype=torch.bool)
     return trans, start.reshape(K), end.reshape(K)
-
-
-def constrain(scores: Tensor, allowed: Tensor) -> Tensor:
-    """``scores`` where ``allowed``, ``IMPOSSIBLE`` elsewhere (``allowed`` broadcasts to ``scores``)."""
-    return torch.where(allowed, scores, torch.full_like(scores, IMPOSSIBLE))
 
 
 def tags_to_spans(tags: Sequence[str], scheme: str) -> list[Span]:

@@ -1,12 +1,13 @@
-"""Decoders over a chain: Viterbi, k-best, posterior-marginal (minimum-Bayes-risk) decoding, sampling.
+"""Decoders over a chain, portable PyTorch: Viterbi, k-best, the MBR chain, sampling.
 
 * :func:`viterbi` and :func:`topk` run the forward recursion in the max / k-max semiring with
   back-pointers, then a tensorised back-trace (a loop over time only: no loop over the batch, no
   ``.item()``). Theorem 4 (a) of the seed ``000_7c5bc3c5795a6d4c.txt``: the Viterbi path minimises the
   expected sequence (0/1) loss.
-* :func:`posterior_decode` takes ``argmax_k p(z_t = k | x)`` at each position, which minimises the expected
-  Hamming loss (Theorem 4 (b)); with ``valid_only=True`` it returns the path with the largest expected
-  number of correct tags among the paths of non-impossible score (constrained MBR).
+* :func:`mbr_potentials` is the chain whose Viterbi path is the constrained posterior-marginal
+  (minimum-Bayes-risk) decoding: the path of most expected correct tags ``sum_t gamma_t(z_t)`` among
+  those of non-impossible score (Theorem 4 (b) minimises the expected Hamming loss; the dispatcher's
+  ``posterior_decode`` uses it).
 * :func:`sample` draws exact samples of ``p(z | x)`` by forward filtering, backward sampling.
 
 Tie-breaking is deterministic: at every back-pointer and at the final tag, the lowest tag index wins
@@ -18,13 +19,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from crfhead.backends import resolve
-from crfhead.chain import _fused, forward_scan, marginals, score
-from crfhead.numerics import IMPOSSIBLE, is_impossible, no_autocast
-from crfhead.potentials import ChainPotentials
-from crfhead.semiring import KMaxSemiring, LogSemiring, MaxSemiring, Semiring
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.scan import forward_scan
+from crfhead.engine.semiring import KMaxSemiring, LogSemiring, MaxSemiring, Semiring
+from crfhead.numerics import IMPOSSIBLE, is_impossible
 
-__all__ = ["posterior_decode", "sample", "topk", "viterbi"]
+__all__ = ["mbr_potentials", "sample", "topk", "viterbi"]
 
 
 def _best_paths(semiring: Semiring, pot: ChainPotentials) -> tuple[Tensor, Tensor]:
@@ -52,27 +52,14 @@ def _best_paths(semiring: Semiring, pot: ChainPotentials) -> tuple[Tensor, Tenso
     return fwd.total, torch.stack(steps[::-1], dim=2)
 
 
-def viterbi(pot: ChainPotentials, backend: str | None = None) -> tuple[Tensor, Tensor]:
+def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
     """The highest-scoring path of each chain (ties: the lowest tag).
-
-    Args:
-        pot: the chain potentials.
-        backend: ``"portable"``, ``"cpu"``, ``"triton"`` or ``"auto"`` (see :mod:`crfhead.backends`).
 
     Returns:
         ``(scores, paths)``: ``(B,)`` best score (0 for an empty row; differentiable, as the score of
         the path) and ``(B, T)`` int64 tags, ``-1`` at masked positions.
     """
-    with no_autocast(pot.emissions.device):
-        name = resolve(pot.emissions.device, backend)
-        if name != "portable":
-            fused = _fused(name)
-            scores, paths = fused.viterbi(pot)
-            tensors = (pot.emissions, pot.transitions, pot.start, pot.end)
-            if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
-                scores = score(pot, paths)
-            return scores, paths
-        best, all_paths = _best_paths(MaxSemiring(), pot)
+    best, all_paths = _best_paths(MaxSemiring(), pot)
     return best[:, 0], all_paths[:, 0]
 
 
@@ -86,45 +73,31 @@ def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
     Returns:
         ``(scores, paths)``: ``(B, k)`` and ``(B, k, T)`` int64 (``-1`` at masked positions).
     """
-    with no_autocast(pot.emissions.device):
-        scores, paths = _best_paths(KMaxSemiring(k), pot)
+    scores, paths = _best_paths(KMaxSemiring(k), pot)
     missing = is_impossible(scores)
     scores = torch.where(missing, torch.full_like(scores, float("-inf")), scores)
     paths = torch.where(missing[..., None], torch.full_like(paths, -1), paths)
     return scores, paths
 
 
-def posterior_decode(
-    pot: ChainPotentials, valid_only: bool = False, backend: str | None = None
-) -> Tensor:
-    """Posterior-marginal (minimum-Bayes-risk) decoding, ``(B, T)`` int64, ``-1`` at masked positions.
+def mbr_potentials(pot: ChainPotentials, gamma: Tensor) -> ChainPotentials:
+    """The chain whose best path maximises ``sum_t gamma_t(z_t)`` over the paths ``pot`` allows.
 
     Args:
-        pot: the chain potentials.
-        valid_only: instead of the per-position argmax (which may string together a forbidden bigram),
-            return the path of largest expected number of correct tags ``sum_t gamma_t(z_t)`` among
-            paths that use no ``IMPOSSIBLE`` start, transition or end.
-        backend: the engine backend for the marginals and the constrained Viterbi.
+        pot: the chain potentials (their ``IMPOSSIBLE`` starts, transitions and ends are kept).
+        gamma: ``(B, T, K)`` node marginals of ``pot``.
     """
-    with no_autocast(pot.emissions.device):
-        gamma = marginals(pot, backend=backend)  # (B, T, K)
-        if not valid_only:
-            best = gamma.argmax(dim=-1)
-            return torch.where(pot.mask, best, torch.full_like(best, -1))
 
-        def gate(x: Tensor) -> Tensor:
-            return torch.where(
-                is_impossible(x), torch.full_like(x, IMPOSSIBLE), torch.zeros_like(x)
-            )
+    def gate(x: Tensor) -> Tensor:
+        return torch.where(is_impossible(x), torch.full_like(x, IMPOSSIBLE), torch.zeros_like(x))
 
-        mea = ChainPotentials(
-            emissions=gamma,
-            transitions=gate(pot.transitions),
-            start=gate(pot.start),
-            end=gate(pot.end),
-            mask=pot.mask,
-        )
-        return viterbi(mea, backend=backend)[1]
+    return ChainPotentials(
+        emissions=gamma,
+        transitions=gate(pot.transitions),
+        start=gate(pot.start),
+        end=gate(pot.end),
+        mask=pot.mask,
+    )
 
 
 def _gumbel_argmax(logits: Tensor, generator: torch.Generator | None) -> Tensor:
@@ -152,19 +125,18 @@ def sample(
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     B, T, K = pot.shape
     S = num_samples
-    with no_autocast(pot.emissions.device):
-        alphas = forward_scan(LogSemiring(), pot).alphas[..., 0]  # (B, T, K)
-        if T == 0:
-            return torch.full((S, B, 0), -1, dtype=torch.long, device=pot.mask.device)
-        z = _gumbel_argmax((alphas[:, -1] + pot.end).expand(S, B, K), generator)  # (S, B)
-        follow = pot.mask & pot.has_prev
-        steps: list[Tensor] = []
-        batch = torch.arange(B, device=pot.mask.device)
-        for t in reversed(range(T)):
-            steps.append(torch.where(pot.mask[None, :, t], z, torch.full_like(z, -1)))
-            if t > 0:
-                trans = pot.transitions_into(t)
-                into = trans.T[z] if trans.dim() == 2 else trans.transpose(1, 2)[batch, z]
-                prev = _gumbel_argmax(alphas[:, t - 1] + into, generator)  # into: (S, B, K_from)
-                z = torch.where(follow[None, :, t], prev, z)
-        return torch.stack(steps[::-1], dim=2)
+    alphas = forward_scan(LogSemiring(), pot).alphas[..., 0]  # (B, T, K)
+    if T == 0:
+        return torch.full((S, B, 0), -1, dtype=torch.long, device=pot.mask.device)
+    z = _gumbel_argmax((alphas[:, -1] + pot.end).expand(S, B, K), generator)  # (S, B)
+    follow = pot.mask & pot.has_prev
+    steps: list[Tensor] = []
+    batch = torch.arange(B, device=pot.mask.device)
+    for t in reversed(range(T)):
+        steps.append(torch.where(pot.mask[None, :, t], z, torch.full_like(z, -1)))
+        if t > 0:
+            trans = pot.transitions_into(t)
+            into = trans.T[z] if trans.dim() == 2 else trans.transpose(1, 2)[batch, z]
+            prev = _gumbel_argmax(alphas[:, t - 1] + into, generator)  # into: (S, B, K_from)
+            z = torch.where(follow[None, :, t], prev, z)
+    return torch.stack(steps[::-1], dim=2)

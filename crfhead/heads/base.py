@@ -1,38 +1,38 @@
-"""The shared half of every structured head: validation, inference and decoding over chain potentials.
+"""The one head contract: validation, inference and decoding over chain potentials, shared by every head.
 
-A head turns emissions ``(B, T, K)`` into :class:`~crfhead.potentials.ChainPotentials` and defines a
-training loss; everything else (``log Z``, marginals, Viterbi, top-k, posterior decoding, sampling)
-is the one chain engine run on those potentials (:mod:`crfhead.chain`, :mod:`crfhead.decoding`). So
-the CRF, the MEMM, the structured perceptron and the HMM differ only in :meth:`ChainHead.potentials`
-and :meth:`ChainHead.loss` (seed ``000``: "one recursion, two semirings"; Definitions 2-4, Algorithm 1).
+A head turns emissions ``(B, T, K)`` into :class:`~crfhead.engine.potentials.ChainPotentials` and
+defines a training loss; everything else (``log Z``, marginals, Viterbi, top-k, posterior decoding,
+sampling) is the one chain engine (:mod:`crfhead.engine`) run on those potentials. So the CRF, the
+MEMM, the structured perceptron and the HMM differ only in :meth:`ChainHead.potentials` and
+:meth:`ChainHead.loss` (seed ``000``: "one recursion, two semirings"; Definitions 2-4, Algorithm 1).
 
-Every method takes ``emissions`` ``(B, T, K)`` floating point (bf16/fp16 computed in float32), ``tags``
-``(B, T)`` integer and ``mask`` ``(B, T)`` bool (``None``: every position). Masks may have holes.
+What the training code may ask beyond that is part of the contract too, never probed: a head that
+scores words itself says so (:attr:`ChainHead.scores_words`, :meth:`ChainHead.emissions_from_batch`),
+and a head fitted by counting is a :class:`CountingHead`.
+
+Every method takes ``emissions`` ``(B, T, K)``, ``tags`` ``(B, T)`` integer and ``mask`` ``(B, T)``
+bool (``None``: every position), as the package conventions (:mod:`crfhead`) say.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from crfhead import chain, decoding
-from crfhead.constraints import allowed_transitions, canonical_scheme
-from crfhead.numerics import is_impossible
-from crfhead.potentials import ChainPotentials, check_tag_range
+from crfhead import engine
+from crfhead.engine.potentials import ChainPotentials, check_tag_range
+from crfhead.numerics import is_impossible, is_tracing
+from crfhead.schemes import allowed_transitions, canonical_scheme
 
-__all__ = ["DECODERS", "REDUCTIONS", "ChainHead", "reduce_loss"]
+__all__ = ["DECODERS", "REDUCTIONS", "ChainHead", "CountingHead", "reduce_loss"]
 
 REDUCTIONS = ("none", "sum", "mean", "token_mean")
 DECODERS = ("viterbi", "posterior", "posterior_valid")
 """``viterbi``: the best path (Theorem 4a); ``posterior``: each position's most probable tag (Theorem
 4b); ``posterior_valid``: the path of most expected correct tags among those the scheme allows."""
-
-
-def is_tracing() -> bool:
-    """Whether ``torch.compile``/``torch.export`` is tracing (data-dependent checks are skipped)."""
-    return bool(torch.compiler.is_compiling())
 
 
 def reduce_loss(losses: Tensor, mask: Tensor, reduction: str) -> Tensor:
@@ -65,8 +65,17 @@ class ChainHead(nn.Module):
         allowed_transitions: ``(K, K)`` bool buffer, ``[from, to]`` (all True when unconstrained).
         allowed_start: ``(K,)`` bool buffer.
         allowed_end: ``(K,)`` bool buffer.
+        scores: the class's learned chain scores, created here as parameters: a subset of
+            ``transitions`` ``(K, K)``, ``start_transitions`` ``(K,)``, ``end_transitions`` ``(K,)``,
+            initialised by :meth:`reset_parameters`.
+        scores_words: the head makes its own emissions from the batch's word ids
+            (:meth:`emissions_from_batch`) instead of an encoder's.
+        needs: the batch fields such a head reads.
     """
 
+    scores: ClassVar[tuple[str, ...]] = ()
+    scores_words: ClassVar[bool] = False
+    needs: ClassVar[frozenset[str]] = frozenset()
     allowed_transitions: Tensor
     allowed_start: Tensor
     allowed_end: Tensor
@@ -102,6 +111,15 @@ class ChainHead(nn.Module):
         self.register_buffer("allowed_start", start, persistent=False)
         self.register_buffer("allowed_end", end, persistent=False)
         self.constrained = self.scheme is not None
+        for name in self.scores:
+            shape = (num_tags, num_tags) if name == "transitions" else (num_tags,)
+            self.register_parameter(name, nn.Parameter(torch.empty(shape)))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Uniform(-0.1, 0.1) scores, as pytorch-crf."""
+        for name in self.scores:
+            nn.init.uniform_(getattr(self, name), -0.1, 0.1)
 
     def extra_repr(self) -> str:  # noqa: D102
         return f"num_tags={self.num_tags}, scheme={self.scheme}, decoder={self.decoder}"
@@ -122,7 +140,7 @@ class ChainHead(nn.Module):
         """Validate gold ``tags`` ``(B, T)`` against ``emissions`` and return them as int64.
 
         ``values=False`` checks the dtype and shape only, for callers that pass the tags to
-        :func:`crfhead.chain.nll`, which checks the range itself (in the kernel, on the cpu backend).
+        :func:`crfhead.engine.nll`, which checks the range itself (in the kernel, on the cpu backend).
         """
         if not isinstance(tags, Tensor) or tags.is_floating_point() or tags.dtype == torch.bool:
             got = tags.dtype if isinstance(tags, Tensor) else type(tags).__name__
@@ -142,9 +160,9 @@ class ChainHead(nn.Module):
 
         Raises:
             ValueError: (constrained head) a gold path with an invalid start, transition or end; the
-                message names the sequences and points to :func:`crfhead.constraints.repair_tags`.
+                message names the sequences and points to :func:`crfhead.schemes.repair_tags`.
         """
-        gold = chain.score(pot, self._check_tags(emissions, tags, pot.mask))
+        gold = engine.score(pot, self._check_tags(emissions, tags, pot.mask))
         self.check_gold(gold)
         return gold
 
@@ -152,7 +170,7 @@ class ChainHead(nn.Module):
         """Refuse gold scores ``(B,)`` that contain a forbidden event of a constrained head.
 
         Raises:
-            ValueError: naming the sequences and pointing to :func:`crfhead.constraints.repair_tags`.
+            ValueError: naming the sequences and pointing to :func:`crfhead.schemes.repair_tags`.
         """
         if self.constrained and not is_tracing():
             broken = is_impossible(gold)
@@ -161,7 +179,7 @@ class ChainHead(nn.Module):
                 raise ValueError(
                     f"gold tags of sequence(s) {rows[:10]} break the {self.scheme} scheme "
                     "(an invalid start, transition or end); repair them with "
-                    "crfhead.constraints.repair_tags before training"
+                    "crfhead.schemes.repair_tags before training"
                 )
 
     @staticmethod
@@ -169,18 +187,47 @@ class ChainHead(nn.Module):
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
+    def emissions_from_batch(self, batch: Any) -> Tensor:
+        """Emissions ``(B, T, K)`` the head computes itself from a batch (when :attr:`scores_words`)."""
+        raise TypeError(f"{type(self).__name__} scores an encoder's emissions, not a batch")
+
     # ------------------------------------------------------------------ what subclasses define
     def potentials(self, emissions: Tensor, mask: Tensor | None = None) -> ChainPotentials:
         """The chain potentials of a batch (validated, upcast, constraints applied)."""
         raise NotImplementedError
 
-    def loss(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
-    ) -> Tensor:
-        """The training loss of the gold ``tags``; reduced as in :func:`reduce_loss`."""
+    def sequence_losses(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """The training loss of each sequence's gold ``tags``, ``(B,)``, and the ``(B, T)`` mask used.
+
+        Raises:
+            ValueError: bad shapes/dtypes, out-of-range tags, or gold tags breaking the scheme.
+        """
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared
+    def loss(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
+    ) -> Tensor:
+        """The training loss of the gold ``tags`` (:meth:`sequence_losses`), reduced.
+
+        Args:
+            emissions: ``(B, T, K)``.
+            tags: ``(B, T)`` gold tags (ignored where masked, so ``-100`` padding is fine).
+            mask: ``(B, T)`` bool or ``None``.
+            reduction: ``"none"`` → ``(B,)``; ``"sum"``; ``"mean"`` over sequences; ``"token_mean"``
+                over unmasked tokens (:func:`reduce_loss`).
+
+        Raises:
+            ValueError: on bad shapes/dtypes, out-of-range tags, an unknown reduction, or (constrained
+                head) gold paths that break the scheme: repair them with
+                :func:`crfhead.schemes.repair_tags`.
+        """
+        self._check_reduction(reduction)
+        losses, used = self.sequence_losses(emissions, tags, mask)
+        return reduce_loss(losses, used, reduction)
+
     def forward(
         self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
     ) -> Tensor:
@@ -189,45 +236,52 @@ class ChainHead(nn.Module):
 
     def log_partition(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """``log Z(x)`` per sequence, ``(B,)``; 0 for a fully masked row."""
-        return chain.log_partition(self.potentials(emissions, mask))
+        return engine.log_partition(self.potentials(emissions, mask))
 
     def score(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
         """Score of the given tag paths, ``(B,)`` (``IMPOSSIBLE`` terms included if they break constraints)."""
         pot = self.potentials(emissions, mask)
-        return chain.score(pot, self._check_tags(emissions, tags, pot.mask))
+        return engine.score(pot, self._check_tags(emissions, tags, pot.mask))
 
     def nll(
         self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
     ) -> Tensor:
-        """Conditional negative log-likelihood ``log Z - score(tags)`` under this head's chain.
+        """Conditional negative log-likelihood ``log Z - score(tags)`` under this head's chain, reduced.
 
         This is the log-loss the metrics report for every head (for the CRF it is also the training
-        loss). Reductions as in :func:`reduce_loss`.
+        loss). Arguments and reductions as in :meth:`loss`.
         """
         self._check_reduction(reduction)
+        losses, used = self.sequence_nll(emissions, tags, mask)
+        return reduce_loss(losses, used, reduction)
+
+    def sequence_nll(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """``log Z - score(tags)`` of each sequence, ``(B,)``, and the ``(B, T)`` mask used."""
         pot = self.potentials(emissions, mask)
-        gold = chain.score(pot, self._check_tags(emissions, tags, pot.mask))
-        return reduce_loss(chain.log_partition(pot) - gold, pot.mask, reduction)
+        gold = engine.score(pot, self._check_tags(emissions, tags, pot.mask))
+        return engine.log_partition(pot) - gold, pot.mask
 
     def marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 where masked."""
-        return chain.marginals(self.potentials(emissions, mask))
+        return engine.marginals(self.potentials(emissions, mask))
 
     def edge_marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Edge marginals ``(B, T-1, K, K)``; entry ``t-1`` is the edge entering position ``t``."""
-        return chain.edge_marginals(self.potentials(emissions, mask))
+        return engine.edge_marginals(self.potentials(emissions, mask))
 
     def max_marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Max-marginals ``max_{z: z_t = k} p(z | x)``, ``(B, T, K)``; 0 where masked."""
-        return chain.max_marginals(self.potentials(emissions, mask))
+        return engine.max_marginals(self.potentials(emissions, mask))
 
     def entropy(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Entropy of ``p(z | x)`` in nats, ``(B,)``."""
-        return chain.entropy(self.potentials(emissions, mask))
+        return engine.entropy(self.potentials(emissions, mask))
 
     def viterbi(self, emissions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Best path and its score: ``(scores (B,), paths (B, T))``, ``-1`` where masked."""
-        return decoding.viterbi(self.potentials(emissions, mask))
+        return engine.viterbi(self.potentials(emissions, mask))
 
     def decode(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Viterbi paths, ``(B, T)`` int64, ``-1`` where masked."""
@@ -236,7 +290,7 @@ class ChainHead(nn.Module):
 
     def topk(self, emissions: Tensor, k: int, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)``; missing: ``-inf`` and ``-1``."""
-        return decoding.topk(self.potentials(emissions, mask), k)
+        return engine.topk(self.potentials(emissions, mask), k)
 
     def posterior_decode(
         self, emissions: Tensor, mask: Tensor | None = None, *, valid_only: bool = False
@@ -245,7 +299,7 @@ class ChainHead(nn.Module):
 
         With ``valid_only=True`` the best path under the scheme's constraints by expected correct tags.
         """
-        return decoding.posterior_decode(self.potentials(emissions, mask), valid_only=valid_only)
+        return engine.posterior_decode(self.potentials(emissions, mask), valid_only=valid_only)
 
     def sample(
         self,
@@ -255,7 +309,7 @@ class ChainHead(nn.Module):
         generator: torch.Generator | None = None,
     ) -> Tensor:
         """Exact samples of ``p(z | x)``, ``(S, B, T)``, ``-1`` where masked."""
-        return decoding.sample(self.potentials(emissions, mask), num_samples, generator)
+        return engine.sample(self.potentials(emissions, mask), num_samples, generator)
 
     def predict(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Tag ids by the head's ``decoder``, ``(B, T)`` int64, ``-1`` where masked."""
@@ -271,3 +325,38 @@ class ChainHead(nn.Module):
             )
         paths = self.predict(emissions, mask).tolist()
         return [[self.labels[i] for i in row if i >= 0] for row in paths]
+
+
+class CountingHead(ChainHead):
+    """A head fitted by counting (the HMM): no gradient steps, one pass over the training data per epoch.
+
+    The training loop calls :meth:`reset_counts` at an epoch's start and :meth:`accumulate` on every
+    training batch, sums :meth:`count_buffers` over the data-parallel ranks, then, when the head has
+    a smoothing grid to choose from (:attr:`tunes`), sums :meth:`held_out_losses` over the validation
+    batches and calls :meth:`choose`.
+    """
+
+    def reset_counts(self) -> None:
+        """Forget every count."""
+        raise NotImplementedError
+
+    def accumulate(self, words: Tensor, tags: Tensor, mask: Tensor | None = None) -> None:
+        """Add the counts of a batch: ``words``, ``tags`` ``(B, T)``, ``mask`` ``(B, T)`` bool."""
+        raise NotImplementedError
+
+    def count_buffers(self) -> list[Tensor]:
+        """The buffers that hold counts (summed across data-parallel ranks)."""
+        raise NotImplementedError
+
+    @property
+    def tunes(self) -> bool:
+        """Whether :meth:`choose` has more than one candidate to choose from."""
+        return False
+
+    def held_out_losses(self, words: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
+        """A held-out batch's summed loss for each candidate, ``(C,)``."""
+        raise NotImplementedError
+
+    def choose(self, losses: Tensor) -> float:
+        """Set the candidate of the smallest summed held-out ``losses`` ``(C,)``; return its value."""
+        raise NotImplementedError

@@ -1,27 +1,27 @@
 """Evaluation of taggers: span P/R/F1 (seqeval, strict), token accuracy, unseen-word accuracy, log-loss.
 
 :class:`TaggingMetrics` accumulates label-string batches (``update``) and reports a flat
-``dict[str, float]`` (``compute``) that the training loop logs each epoch; :func:`format_report` prints
-it as a table and :func:`write_report_json` saves it next to the checkpoint.
+``dict[str, float]`` (``compute``) that the training loop logs each epoch;
+:mod:`crfhead.evaluation.report` prints it as a table and saves it as JSON.
 
 Spans are read by seqeval (1.2.x) in **strict** mode with the scheme of the labels: ``BIO`` → ``IOB2``,
 ``IOB1`` → ``IOB1``, ``BIOES`` → ``IOBES``, ``BIOUL`` → ``BILOU`` (seqeval also has ``IOE1``/``IOE2``,
 which crfhead does not use). seqeval has no strict ``IO`` scheme (strict ``IOB2`` reads no entity at all
 in ``I-X``/``O`` labels), so ``IO`` is scored in seqeval's default (conlleval) mode, which reads IO
-exactly as :func:`crfhead.constraints.tags_to_spans` does: a run of ``I-X`` is one entity.
+exactly as :func:`crfhead.schemes.tags_to_spans` does: a run of ``I-X`` is one entity.
 
 What seqeval's strict mode does with sequences that are *invalid* in the scheme (checked for every
 sequence of up to 4 labels over 2 types): it never raises for labels of the scheme, and
 
-* on valid sequences it reads the same entities as :func:`crfhead.constraints.tags_to_spans`;
+* on valid sequences it reads the same entities as :func:`crfhead.schemes.tags_to_spans`;
 * in BIO, BIOES and BIOUL it silently drops each malformed entity (``O I-PER``, an unclosed
   ``B-PER I-PER O``, ``B-PER S-PER``...): the entities it reads are a strict subset of the lenient ones;
 * in IOB1 it may instead read a *shifted* entity: ``O B-PER I-PER`` gives ``PER`` on token 2 alone;
 * labels whose prefix is not in the scheme make it raise (``ValueError`` or a bare ``KeyError``); we
-  reject them first with :func:`crfhead.constraints.split_label`'s ``ValueError``, which names the label.
+  reject them first with :func:`crfhead.schemes.split_label`'s ``ValueError``, which names the label.
 
 So :class:`TaggingMetrics` repairs invalid **gold** sequences with
-:func:`crfhead.constraints.repair_tags` by default (no gold entity is lost; counted and warned about
+:func:`crfhead.schemes.repair_tags` by default (no gold entity is lost; counted and warned about
 once), and passes invalid **predictions** through: an ill-formed predicted entity is not an entity,
 which is what strict scoring means (a constrained CRF never produces one). Both are counted in the
 output (``gold_invalid_sentences``, ``gold_repaired_tags``, ``pred_invalid_sentences``,
@@ -39,11 +39,8 @@ NaN).
 from __future__ import annotations
 
 import copy
-import json
-import math
 import warnings
 from collections.abc import Collection, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,9 +48,9 @@ import torch.distributed as dist
 from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import BILOU, IOB1, IOB2, IOBES, Tokens
 
-from crfhead.constraints import canonical_scheme, is_valid, repair_tags
+from crfhead.schemes import canonical_scheme, is_valid, repair_tags
 
-__all__ = ["TaggingMetrics", "format_report", "seqeval_scheme", "write_report_json"]
+__all__ = ["TaggingMetrics", "seqeval_scheme"]
 
 _SEQEVAL_SCHEMES: dict[str, Any] = {"BIO": IOB2, "IOB1": IOB1, "BIOES": IOBES, "BIOUL": BILOU}
 
@@ -121,7 +118,7 @@ class TaggingMetrics:
     picklable and JSON-able) and :meth:`merge` them into an empty accumulator.
 
     Args:
-        scheme: the tagging scheme of the labels (any name :func:`crfhead.constraints.canonical_scheme`
+        scheme: the tagging scheme of the labels (any name :func:`crfhead.schemes.canonical_scheme`
             accepts).
         seen_words: the words seen in training; with ``tokens`` given to :meth:`update`, accuracy on
             the other tokens is reported. Compared as-is: pass them in the form ``tokens`` will have.
@@ -384,96 +381,3 @@ class TaggingMetrics:
             out[f"{typ}/f1"] = tf_
             out[f"{typ}/support"] = float(row[2])
         return out
-
-
-def _types_of(metrics: Mapping[str, float]) -> list[str]:
-    return sorted(key[: -len("/f1")] for key in metrics if key.endswith("/f1"))
-
-
-def format_report(
-    metrics: Mapping[str, float], types: Sequence[str] | None = None, digits: int = 4
-) -> str:
-    """A plain-text table of :meth:`TaggingMetrics.compute` output, for the end of training.
-
-    One row per entity type (precision, recall, F1, support), then the micro and macro averages,
-    then token accuracy, unseen-word accuracy and log-loss where present, then the invalid
-    sequences met, if any.
-
-    Args:
-        metrics: the output of :meth:`TaggingMetrics.compute` (or its JSON round trip).
-        types: the types to list, in order (default: every type in ``metrics``, sorted); a type
-            absent from ``metrics`` (no gold nor predicted entity) gets a row of zeros.
-        digits: decimals of the scores.
-
-    Returns:
-        The table, lines joined by newlines, without a trailing newline.
-    """
-    names = list(_types_of(metrics) if types is None else types)
-    width = max([len("macro avg"), *(len(n) for n in names)])
-    col = max(9, digits + 3)
-    header = f"{'':<{width}}  " + "".join(
-        f"{h:>{col}}" for h in ("precision", "recall", "f1", "support")
-    )
-
-    def row(name: str, p: float, r: float, f: float, support: float) -> str:
-        scores = "".join(f"{v:>{col}.{digits}f}" for v in (p, r, f))
-        return f"{name:<{width}}  {scores}{round(support):>{col}d}"
-
-    lines = [header]
-    for t in names:
-        lines.append(
-            row(
-                t,
-                metrics.get(f"{t}/precision", 0.0),
-                metrics.get(f"{t}/recall", 0.0),
-                metrics.get(f"{t}/f1", 0.0),
-                metrics.get(f"{t}/support", 0.0),
-            )
-        )
-    support = metrics.get("support", 0.0)
-    lines.append("")
-    lines.append(row("micro avg", metrics["precision"], metrics["recall"], metrics["f1"], support))
-    lines.append(
-        row(
-            "macro avg",
-            metrics["macro_precision"],
-            metrics["macro_recall"],
-            metrics["macro_f1"],
-            support,
-        )
-    )
-    lines.append("")
-    label = 18
-    tokens = metrics.get("tokens")
-    suffix = "" if tokens is None else f"  ({round(tokens)} tokens)"
-    lines.append(f"{'accuracy':<{label}}{metrics['accuracy']:.{digits}f}{suffix}")
-    if "unseen_accuracy" in metrics:
-        lines.append(
-            f"{'unseen accuracy':<{label}}{metrics['unseen_accuracy']:.{digits}f}"
-            f"  (unseen rate {metrics.get('unseen_rate', math.nan):.{digits}f})"
-        )
-    if "log_loss" in metrics:
-        lines.append(f"{'log-loss':<{label}}{metrics['log_loss']:.{digits}f}  nats/token")
-    for who in ("gold", "pred"):
-        invalid = round(metrics.get(f"{who}_invalid_sentences", 0.0))
-        if invalid:
-            repaired = round(metrics.get(f"{who}_repaired_tags", 0.0))
-            what = f"{repaired} tags repaired" if repaired else "not repaired; scored strictly"
-            lines.append(f"{who} sequences invalid in the scheme: {invalid} ({what})")
-    return "\n".join(lines)
-
-
-def write_report_json(metrics: Mapping[str, float], path: str | Path) -> Path:
-    """Write ``metrics`` as a JSON object of floats with sorted keys (parent folders are created).
-
-    Non-finite values (a diverged log-loss) are written as ``NaN``/``Infinity``, which Python's
-    ``json`` reads back.
-
-    Returns:
-        The path written.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {key: float(value) for key, value in metrics.items()}
-    path.write_text(json.dumps(data, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    return path

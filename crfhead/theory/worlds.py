@@ -11,11 +11,11 @@ emissions blended with uniform noise.
   ``p(z | x)`` is still a chain: each word's emission is folded into the edge it straddles.
 
 Both worlds have fixed length (no end state). :meth:`World.bayes_potentials` gives the Bayes tagger
-exactly as :class:`~crfhead.potentials.ChainPotentials` (float64), so :mod:`crfhead.chain` and
-:mod:`crfhead.decoding` compute its marginals, posterior decoding and Viterbi path.
+exactly as :class:`~crfhead.engine.potentials.ChainPotentials` (float64), so :mod:`crfhead.engine`
+computes its marginals, posterior decoding and Viterbi path.
 :meth:`World.lagged_marginals` is Corollary 2's lagged Bayes rule ``p(z_t | x_{1:t+w})``, computed
-exactly on prefix chains; :func:`trellis_example` is the "Decoding risk" trellis (a sequence where
-the marginal argmax and the Viterbi path disagree), as a JSON-able payload.
+exactly on prefix chains. The "Decoding risk" trellis drawn from these worlds is in
+:mod:`crfhead.theory.payload`.
 
 Indices are 0-based in code: positions ``0..T-1``; ``transitions[j, k] = p(z_{t+1} = k | z_t = j)``
 (**from, to**); ``emissions[k, v] = b_k(v)``.
@@ -23,24 +23,19 @@ Indices are 0-based in code: positions ``0..T-1``; ``transitions[j, k] = p(z_{t+
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from crfhead.chain import log_partition, marginals, max_marginals, score
-from crfhead.decoding import posterior_decode, viterbi
-from crfhead.potentials import ChainPotentials, make_potentials
+from crfhead.engine import log_partition, marginals, posterior_decode, score, viterbi
+from crfhead.engine.potentials import ChainPotentials, make_potentials
 
 __all__ = [
     "World",
     "conditional_log_loss",
     "next_state_world",
     "token_accuracy",
-    "trellis_example",
-    "viz_payload",
     "well_specified_world",
 ]
 
@@ -308,64 +303,3 @@ def conditional_log_loss(pot: ChainPotentials, tags: Tensor) -> float:
     """Conditional log-loss in nats per token: ``sum (log Z - score(tags)) / number of tokens``."""
     total = (log_partition(pot) - score(pot, tags)).sum()
     return float(total) / max(int(pot.mask.sum()), 1)
-
-
-def _expected_correct(gamma: Tensor, tags: Tensor) -> Tensor:
-    """``sum_t gamma_t(tags_t)``, ``(n,)``: the expected number of correct tags (Theorem 4 (b))."""
-    return gamma.gather(2, tags.clamp(min=0).unsqueeze(-1)).squeeze(-1).sum(1)
-
-
-def trellis_example(world: World, seed: int = 0, max_tries: int = 10000) -> dict[str, Any]:
-    """The "Decoding risk" trellis: the first draw where the marginal argmax leaves the Viterbi path.
-
-    Draws one sequence at a time from ``torch.Generator().manual_seed(seed)``.
-
-    Returns:
-        A JSON-able dict: ``world``, ``seed``, ``draw``, ``words``, ``gold``, ``marginals`` (T x K),
-        ``max_marginals_relative`` (T x K, 1 along the Viterbi path), ``viterbi``, ``posterior``,
-        ``disagree_at``, ``correct_viterbi``, ``correct_posterior``, ``expected_correct_viterbi``,
-        ``expected_correct_posterior``, ``best_path_probability`` (floats rounded to 6 decimals).
-
-    Raises:
-        ValueError: if no draw in ``max_tries`` has a disagreement.
-    """
-    g = torch.Generator().manual_seed(seed)
-    for draw in range(max_tries):
-        words, gold = world.sample(1, g)
-        pot = world.bayes_potentials(words)
-        best, path = viterbi(pot)
-        gamma = marginals(pot)
-        post = gamma.argmax(-1)
-        disagree = (post != path)[0].nonzero().flatten().tolist()
-        if not disagree:
-            continue
-        log_best = float(best[0] - log_partition(pot)[0])
-        relative = max_marginals(pot)[0] / math.exp(log_best)
-
-        def r(x: Tensor) -> list[Any]:
-            out: list[Any] = [[round(float(v), 6) for v in row] for row in x]
-            return out
-
-        return {
-            "world": world.name,
-            "seed": seed,
-            "draw": draw,
-            "words": words[0].tolist(),
-            "gold": gold[0].tolist(),
-            "marginals": r(gamma[0]),
-            "max_marginals_relative": r(relative),
-            "viterbi": path[0].tolist(),
-            "posterior": post[0].tolist(),
-            "disagree_at": disagree,
-            "correct_viterbi": int((path == gold).sum()),
-            "correct_posterior": int((post == gold).sum()),
-            "expected_correct_viterbi": round(float(_expected_correct(gamma, path)[0]), 6),
-            "expected_correct_posterior": round(float(_expected_correct(gamma, post)[0]), 6),
-            "best_path_probability": round(math.exp(log_best), 6),
-        }
-    raise ValueError(f"no disagreement between Viterbi and posterior decoding in {max_tries} draws")
-
-
-def viz_payload() -> dict[str, Any]:
-    """The deterministic payload for plots: the well-specified world's trellis example."""
-    return {"well_specified": trellis_example(well_specified_world(), 0)}

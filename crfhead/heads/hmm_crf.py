@@ -1,7 +1,7 @@
 """HMMs and indicator CRFs give the same conditionals (Theorem 3 of seed ``000``).
 
 An *indicator CRF* scores a path with one weight per transition ``θ[j, k]``, per tag-word pair
-``μ[k, w]``, per start tag ``s[k]`` and per end tag ``η[k]``: in crfhead, a :class:`~crfhead.crf.CRF`
+``μ[k, w]``, per start tag ``s[k]`` and per end tag ``η[k]``: in crfhead, a :class:`~crfhead.heads.crf.CRF`
 (``transitions``, ``start_transitions``, ``end_transitions``) on a word-identity encoder
 (:class:`~crfhead.encoders.WordWindowEncoder` with ``offsets=(0,)``, whose table is ``μ.T``).
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from crfhead.hmm import HMMParameters
-from crfhead.potentials import ChainPotentials, make_potentials
+from crfhead.engine.potentials import ChainPotentials, make_potentials
+from crfhead.heads.hmm import HMMParameters
 
 __all__ = [
     "IndicatorCRFWeights",

@@ -8,9 +8,9 @@ softmax of scores. It is a ratio of partition functions of clamped chains:
 
 where each clamped chain ``c`` keeps, at the span's positions and at the unmasked positions just before
 and after it, only the tags of one case below (the cases are disjoint and their union is exactly the set
-of paths whose lenient reading, :func:`crfhead.constraints.tags_to_spans`, contains the span).
+of paths whose lenient reading, :func:`crfhead.schemes.tags_to_spans`, contains the span).
 
-**The clamping rules.** :func:`~crfhead.constraints.tags_to_spans` reads every scheme with the same roles
+**The clamping rules.** :func:`~crfhead.schemes.tags_to_spans` reads every scheme with the same roles
 (``B`` begin, ``I`` inside, ``E`` end, ``S`` single; BIOUL's ``L``/``U`` are ``E``/``S``), leniently,
 so the conditions hold for invalid paths of an unconstrained CRF too. After a tag the open entity is
 ``X`` exactly when the tag is ``B-X`` or ``I-X``; a tag continues an open ``X`` entity exactly when it
@@ -30,7 +30,7 @@ lacks a role (IO: 1 chain, ``z_s..z_e = I-X`` with neither neighbour ``I-X``; BI
 ``I-X``; BIOES/BIOUL: 4 chains, ``B..I..E`` and ``S`` being the ones a constrained CRF keeps).
 
 Span positions are *word indices*: indices into the unmasked positions of a row (``0 .. n-1`` for a row
-with ``n`` unmasked positions), as :func:`~crfhead.constraints.tags_to_spans` reports them on the
+with ``n`` unmasked positions), as :func:`~crfhead.schemes.tags_to_spans` reports them on the
 unmasked tags; masks may have holes, and the neighbours above are the previous/next *unmasked* positions.
 """
 
@@ -41,11 +41,11 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from crfhead import chain, decoding
-from crfhead.constraints import Span, canonical_scheme, split_label, tags_to_spans
-from crfhead.head import ChainHead
+from crfhead import engine
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.heads.base import ChainHead
 from crfhead.numerics import IMPOSSIBLE
-from crfhead.potentials import ChainPotentials
+from crfhead.schemes import Span, canonical_scheme, split_label, tags_to_spans
 
 __all__ = ["decode_with_confidence", "span_probabilities"]
 
@@ -184,7 +184,7 @@ def _probabilities(
             end=pot.end,
             mask=torch.cat([pot.mask, pot.mask[idx]]),
         )
-        log_z = chain.log_partition(stacked)  # (B + R,)
+        log_z = engine.log_partition(stacked)  # (B + R,)
         ratios = (log_z[B:] - log_z[:B][idx]).exp()  # (R,) Z_c / Z
         totals = totals.index_add(0, torch.tensor(row_span, device=device), ratios)
     flat = totals.clamp(0.0, 1.0).tolist()
@@ -207,7 +207,7 @@ def span_probabilities(
     """The exact probability of each span under ``p(z | x)`` (see the module docstring).
 
     The probability of a span is the total probability of the tag paths whose entities, read with
-    :func:`crfhead.constraints.tags_to_spans` on the unmasked tags, include it (type, start and end
+    :func:`crfhead.schemes.tags_to_spans` on the unmasked tags, include it (type, start and end
     all equal). All spans of the batch are computed in one clamped log-partition call (up to four
     chains per span). No autograd graph is built; works under ``torch.inference_mode()``.
 
@@ -252,7 +252,7 @@ def decode_with_confidence(
 
     Returns:
         ``B`` lists of ``(span, probability)``: the entities of the Viterbi path read with
-        :func:`crfhead.constraints.tags_to_spans` on the unmasked tags (word indices), each with its
+        :func:`crfhead.schemes.tags_to_spans` on the unmasked tags (word indices), each with its
         marginal probability under ``p(z | x)`` (:func:`span_probabilities`).
 
     Raises:
@@ -262,7 +262,7 @@ def decode_with_confidence(
     scheme = canonical_scheme(scheme)
     with torch.no_grad():
         pot = crf.potentials(emissions, mask)
-        paths = decoding.viterbi(pot)[1].tolist()  # (B, T), -1 where masked
+        paths = engine.viterbi(pot)[1].tolist()  # (B, T), -1 where masked
         spans = [tags_to_spans([labels[k] for k in row if k >= 0], scheme) for row in paths]
         probs = _probabilities(pot, spans, parsed)
     return [

@@ -1,0 +1,55 @@
+"""Checks of integer id tensors at the public boundary, shared by the engine, the encoders and the heads.
+
+Errors are ``ValueError``s that name the first offending value and its position.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["check_tag_range", "check_word_ids"]
+
+
+def _refuse_out_of_range(ids: Tensor, mask: Tensor, size: int, what: str) -> None:
+    """Raise naming the first ``ids`` ``(B, T)`` outside ``[0, size)`` where ``mask``; ``what`` names them."""
+    bad = mask & ((ids < 0) | (ids >= size))
+    if bool(bad.any()):
+        b, t = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"{what} {int(ids[b, t])} at {'unmasked position ' if what == 'tag' else ''}"
+            f"(batch {b}, time {t}) is out of range [0, {size})"
+        )
+
+
+def check_tag_range(tags: Tensor, mask: Tensor, num_tags: int) -> None:
+    """Refuse gold ``tags`` ``(B, T)`` outside ``[0, num_tags)`` at unmasked positions of ``mask``.
+
+    Raises:
+        ValueError: naming the first offending tag and its position.
+    """
+    _refuse_out_of_range(tags, mask, num_tags, "tag")
+
+
+def check_word_ids(words: Tensor, vocab_size: int, mask: Tensor | None = None) -> Tensor:
+    """Validate word ids ``(B, T)`` against ``[0, vocab_size)`` at the unmasked positions.
+
+    Returns:
+        the mask, ``(B, T)`` bool (all True when ``mask`` is ``None``).
+
+    Raises:
+        ValueError: not an integer ``(B, T)`` tensor, a mask of another shape or dtype, or an id out of
+            range (the first one is named with its position).
+    """
+    if not isinstance(words, Tensor) or words.is_floating_point() or words.dim() != 2:
+        got = tuple(words.shape) if isinstance(words, Tensor) else type(words).__name__
+        raise ValueError(f"words must be an integer tensor (B, T), got {got}")
+    if mask is None:
+        mask = torch.ones_like(words, dtype=torch.bool)
+    if mask.shape != words.shape or mask.dtype != torch.bool:
+        raise ValueError(
+            f"mask must be bool (B, T) = {tuple(words.shape)}, got {mask.dtype} {tuple(mask.shape)}"
+        )
+    mask = mask.to(words.device)
+    _refuse_out_of_range(words, mask, vocab_size, "word id")
+    return mask

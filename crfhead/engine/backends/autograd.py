@@ -1,0 +1,216 @@
+"""The engine's one autograd function: ``log Z`` or the CRF loss, its gradient computed with the forward.
+
+Every backend is a :class:`Kernel`: its ``forward_backward`` returns ``log Z`` with the parts of its
+gradient (:class:`~crfhead.engine.scan.Moments`: node, edge, first and last marginals), its ``nll`` the
+loss ``log Z - score(tags)`` with the marginals minus the gold path's counts, and its ``scale_grads``
+multiplies those parts by the upstream gradient. :class:`ChainFunction` wraps any kernel: the forward
+is one kernel call, the backward one more (a scaling), so a fused backend never re-runs the chain.
+Double backward (Hessian-vector products) recomputes the forward-backward with the portable scan's
+differentiable operations, for every backend alike.
+
+:func:`compose_nll` builds a kernel's ``nll`` from its ``forward_backward`` and the gold path's counts,
+for backends (portable, triton) without a fused loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from crfhead.engine import scan
+from crfhead.engine.potentials import ChainPotentials, check_tag_range
+from crfhead.engine.scan import Moments
+from crfhead.numerics import is_tracing
+
+__all__ = ["ChainFunction", "Kernel", "compose_nll", "gold_counts", "log_partition", "nll"]
+
+Grads = tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]
+
+
+class Kernel(Protocol):
+    """What a backend module provides (:mod:`~crfhead.engine.backends.portable`, ``cpu``, ``triton``)."""
+
+    def forward_backward(
+        self, pot: ChainPotentials, *, marginals: bool = True, edges: bool = False
+    ) -> Moments:
+        """``log Z`` ``(B,)`` and, if asked, its gradient's parts; no autograd history."""
+        ...
+
+    def nll(
+        self, pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool
+    ) -> tuple[Moments, Tensor]:
+        """The loss ``log Z - score(tags)`` with its gradient's parts, and the gold score ``(B,)``.
+
+        Raises:
+            ValueError: an unmasked tag outside ``[0, K)``.
+        """
+        ...
+
+    def scale_grads(
+        self, grad: Tensor, m: Moments, per_position: bool, need: tuple[bool, ...]
+    ) -> Grads:
+        """Gradients to (emissions, transitions, start, end) of ``sum_b grad[b] * m.value[b]``.
+
+        ``need`` says which of the four are wanted; the others may be ``None``.
+        """
+        ...
+
+    def marginals(self, pot: ChainPotentials) -> Tensor:
+        """Node marginals ``(B, T, K)``; no autograd history."""
+        ...
+
+    def viterbi(self, pot: ChainPotentials) -> tuple[Tensor, Tensor]:
+        """Best scores ``(B,)`` and paths ``(B, T)`` (``-1`` where masked); ties to the lowest tag."""
+        ...
+
+
+def gold_counts(pot: ChainPotentials, tags: Tensor, edges: bool) -> Moments:
+    """The gold path's indicator counts, shaped like :class:`Moments` (``value`` is its score).
+
+    ``node`` ``(B, T, K)`` is 1 at ``(t, tags[t])`` for unmasked ``t``; ``edge`` counts the path's
+    transitions (``(B, K, K)``, or ``(B, T-1, K, K)`` per edge); ``first``/``last`` ``(B, K)`` are
+    one-hot at the first/last unmasked tag.
+    """
+    B, T, K = pot.shape
+    safe = torch.where(pot.mask, tags, torch.zeros_like(tags))
+    dtype = pot.emissions.dtype
+    onehot = torch.nn.functional.one_hot(safe, K).to(dtype) * pot.mask[..., None]  # (B, T, K)
+    first = (onehot * pot.is_first[..., None]).sum(1)
+    last = (onehot * pot.is_last[..., None]).sum(1)
+    edge: Tensor | None = None
+    if edges:
+        if T > 1:
+            prev = onehot.gather(
+                1, pot.prev_index.clamp(min=0)[..., None].expand(B, T, K)
+            )  # (B, T, K)
+            on = (pot.mask & pot.has_prev)[:, 1:, None, None]
+            pairs = torch.where(on, prev[:, 1:, :, None] * onehot[:, 1:, None, :], 0.0)
+        else:
+            pairs = onehot.new_zeros(B, 0, K, K)
+        edge = pairs if pot.per_position else pairs.sum(1)
+    return Moments(scan.score(pot, tags), onehot, edge, first, last)
+
+
+def compose_nll(
+    forward_backward: Any, pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool
+) -> tuple[Moments, Tensor]:
+    """A kernel's ``nll`` from its ``forward_backward``: ``(loss moments, gold score (B,))``.
+
+    The loss is ``log Z - score(tags)``, its gradient's parts the marginals minus :func:`gold_counts`.
+
+    Raises:
+        ValueError: an unmasked tag outside ``[0, K)`` (not checked while tracing).
+    """
+    if not is_tracing():
+        check_tag_range(tags, pot.mask, pot.shape[2])
+    m: Moments = forward_backward(pot, marginals=grads, edges=grads and edges)
+    gold = gold_counts(pot, tags, grads and edges)
+    if not grads:
+        return Moments(m.value - gold.value), gold.value
+
+    def minus(a: Tensor | None, b: Tensor | None) -> Tensor | None:
+        return None if a is None or b is None else a - b
+
+    loss = Moments(
+        m.value - gold.value,
+        minus(m.node, gold.node),
+        minus(m.edge, gold.edge),
+        minus(m.first, gold.first),
+        minus(m.last, gold.last),
+    )
+    return loss, gold.value
+
+
+def _double_backward(
+    pot: ChainPotentials, tags: Tensor | None, grad: Tensor, need_edges: bool
+) -> Grads:
+    """Differentiable gradients for double backward: the portable forward-backward, less the gold counts."""
+    g = scan.log_partition_grads(pot, grad, need_edges)
+    if tags is None:
+        return g
+    with torch.enable_grad():
+        em, tr, st, en = (
+            x.detach().requires_grad_(True)
+            for x in (pot.emissions, pot.transitions, pot.start, pot.end)
+        )
+        leaves = (em, tr, st, en)
+        gold = scan.score(ChainPotentials(em, tr, st, en, pot.mask), torch.where(pot.mask, tags, 0))
+        counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True, create_graph=True)
+    a: Tensor | None
+    out: list[Tensor | None] = []
+    for a, c in zip(g, counts, strict=True):
+        out.append(None if a is None else a - (0 if c is None else c))
+    return out[0], out[1], out[2], out[3]
+
+
+class ChainFunction(torch.autograd.Function):
+    """``log Z`` (``tags`` is ``None``) or ``(log Z - score(tags), score(tags))`` by one kernel call.
+
+    The forward computes the gradient's parts too; the backward scales them by the incoming gradient
+    (one more kernel call). The gold score is not differentiable.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        kernel: Kernel,
+        emissions: Tensor,
+        transitions: Tensor,
+        start: Tensor,
+        end: Tensor,
+        mask: Tensor,
+        tags: Tensor | None,
+    ) -> tuple[Tensor, Tensor]:
+        """One kernel call: the value and the gold score; the gradient's parts are saved."""
+        pot = ChainPotentials(emissions, transitions, start, end, mask)
+        need = ctx.needs_input_grad
+        grads, edges = any(need[1:5]), bool(need[2])
+        if tags is None:
+            m = kernel.forward_backward(pot, marginals=grads, edges=grads and edges)
+            gold = m.value.new_zeros(0)
+        else:
+            m, gold = kernel.nll(pot, tags, grads=grads, edges=edges)
+        ctx.kernel = kernel
+        ctx.per_position = pot.per_position
+        ctx.save_for_backward(
+            emissions, transitions, start, end, mask, tags, m.node, m.edge, m.first, m.last
+        )
+        ctx.mark_non_differentiable(gold)
+        return m.value, gold
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor, _gold: Tensor | None) -> tuple[Tensor | None, ...]:
+        """The saved parts scaled by ``grad`` (differentiably, by recomputation, for double backward)."""
+        emissions, transitions, start, end, mask, tags, node, edge, first, last = ctx.saved_tensors
+        need_edges = bool(ctx.needs_input_grad[2])
+        if torch.is_grad_enabled():
+            pot = ChainPotentials(emissions, transitions, start, end, mask)
+            g = _double_backward(pot, tags, grad, need_edges)
+        else:
+            m = Moments(grad, node, edge if need_edges else None, first, last)
+            g = ctx.kernel.scale_grads(grad, m, ctx.per_position, ctx.needs_input_grad[1:5])
+        need = ctx.needs_input_grad
+        return (None, *(x if n else None for x, n in zip(g, need[1:5], strict=True)), None, None)
+
+
+def log_partition(kernel: Kernel, pot: ChainPotentials) -> Tensor:
+    """``log Z`` ``(B,)`` by ``kernel``; differentiable (the gradient from the same call)."""
+    if pot.differentiable:
+        out: tuple[Tensor, Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
+            kernel, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, None
+        )
+        return out[0]
+    return kernel.forward_backward(pot, marginals=False).value
+
+
+def nll(kernel: Kernel, pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:
+    """``(log Z - score(tags), score(tags))`` ``(B,)`` by ``kernel``; the first differentiable."""
+    if pot.differentiable:
+        out: tuple[Tensor, Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
+            kernel, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, tags
+        )
+        return out
+    m, gold = kernel.nll(pot, tags, grads=False, edges=False)
+    return m.value, gold

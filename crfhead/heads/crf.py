@@ -1,0 +1,80 @@
+"""The linear-chain CRF layer (Lafferty, McCallum & Pereira 2001; Definition 3 of the seed).
+
+``p(z | x) = exp(score(z)) / Z(x)`` with ``score(z) = start[z_1] + sum_t emissions[t, z_t]
++ sum_t transitions[z_{t-1}, z_t] + end[z_T]`` over the unmasked positions. The layer owns the
+transition parameters; everything else is the pure chain engine (:mod:`crfhead.engine`,
+:mod:`crfhead.engine`). With ``labels`` and a ``scheme`` the layer is constrained: forbidden starts,
+transitions and ends are ``IMPOSSIBLE`` in the partition function, the loss *and* every decoder.
+
+Parameter names and initialisation match pytorch-crf 0.7.2, so its ``state_dict`` loads unchanged.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from crfhead import engine
+from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
+from crfhead.heads.base import REDUCTIONS, ChainHead
+
+__all__ = ["CRF", "REDUCTIONS"]
+
+
+class CRF(ChainHead):
+    """A linear-chain CRF over ``num_tags`` tags, batch-first.
+
+    Args:
+        num_tags: ``K``, the number of tags.
+        labels: optional tag names, ``len(labels) == num_tags``; required with ``scheme``.
+        scheme: optional tagging scheme (``"BIO"``, ``"IOB1"``, ``"BIOES"``, ``"BIOUL"``, ``"IO"``...);
+            with ``labels`` it constrains starts, transitions and ends in training and decoding alike.
+        decoder: what :meth:`decode_labels` returns: ``"viterbi"`` (default), ``"posterior"`` or
+            ``"posterior_valid"`` (see :data:`crfhead.heads.base.DECODERS`).
+
+    Attributes:
+        transitions: ``nn.Parameter`` ``(K, K)``, ``[from, to]``.
+        start_transitions: ``nn.Parameter`` ``(K,)``.
+        end_transitions: ``nn.Parameter`` ``(K,)``.
+
+    Shapes of every method: ``emissions`` ``(B, T, K)`` floating point (bf16/fp16 are computed in
+    float32), ``tags`` ``(B, T)`` integer, ``mask`` ``(B, T)`` bool (``None``: all positions). Masks may
+    have holes; tags at masked positions are ignored. Inference methods (``marginals``, ``viterbi``,
+    ``topk``, ``posterior_decode``, ``sample``...) come from :class:`~crfhead.heads.base.ChainHead`.
+    """
+
+    scores = ("transitions", "start_transitions", "end_transitions")
+    transitions: nn.Parameter
+    start_transitions: nn.Parameter
+    end_transitions: nn.Parameter
+
+    def potentials(self, emissions: Tensor, mask: Tensor | None = None) -> ChainPotentials:
+        """The chain potentials of a batch: validated, upcast, constraints applied.
+
+        Args:
+            emissions: ``(B, T, K)``.
+            mask: ``(B, T)`` bool or ``None``.
+        """
+        self._check_emissions(emissions)
+        trans: Tensor = self.transitions
+        start: Tensor = self.start_transitions
+        end: Tensor = self.end_transitions
+        if self.constrained:
+            trans = constrain(trans, self.allowed_transitions)
+            start = constrain(start, self.allowed_start)
+            end = constrain(end, self.allowed_end)
+        return make_potentials(emissions, trans, start, end, mask)
+
+    def sequence_nll(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """``log Z - score(tags)`` per sequence by one fused engine call; refuses gold paths the scheme forbids."""
+        pot = self.potentials(emissions, mask)
+        losses, gold = engine.nll(pot, self._check_tags(emissions, tags, pot.mask, values=False))
+        self.check_gold(gold)
+        return losses, pot.mask
+
+    def sequence_losses(
+        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        """The training loss is the conditional NLL (:meth:`sequence_nll`)."""
+        return self.sequence_nll(emissions, tags, mask)

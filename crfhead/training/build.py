@@ -1,0 +1,105 @@
+"""Components from ``{"class_path": ..., "init_args": {...}}`` specs, with the sizes the data imposes.
+
+A config names an encoder or a head by class path; :func:`build_encoder` and :func:`build_head` import
+it, check every ``init_args`` key against the constructor's signature and fill in what the data owns
+(:func:`data_sizes`: ``num_tags``, ``num_features``, ``vocab_size``, ``char_vocab_size``; ``labels``
+and ``scheme`` for a head). An unknown class or key, or a data-owned key set in the config, raises
+``ValueError`` naming it, before any training.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from torch import nn
+
+from crfhead.data.sentence import LabelVocab
+from crfhead.data.vocab import Vocab
+from crfhead.heads.base import ChainHead
+
+__all__ = ["DEFAULT_HEAD", "build_encoder", "build_head", "data_sizes"]
+
+DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.heads.CRF"}
+
+
+def _resolve(class_path: str, what: str, base: type) -> type:
+    module_name, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"{what} class_path {class_path!r} cannot be imported: {err}") from None
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ValueError(f"{what} class_path {class_path!r} is not a {base.__name__} class")
+    return cls
+
+
+def _build(spec: dict[str, Any], provided: dict[str, Any], what: str, base: type) -> Any:
+    """Instantiate ``spec``'s class with its ``init_args`` plus the ``provided`` data-owned arguments."""
+    if "class_path" not in spec:
+        raise ValueError(f"{what} spec needs a 'class_path', got keys {sorted(spec)}")
+    cls = _resolve(spec["class_path"], what, base)
+    # Overrides such as --model.encoder.init_args.x=1 may arrive flattened next to class_path.
+    init_args = dict(spec.get("init_args") or {})
+    init_args.update({k: v for k, v in spec.items() if k not in ("class_path", "init_args")})
+    params = inspect.signature(cls).parameters
+    bad = [k for k in init_args if k not in params]
+    if bad:
+        allowed = [p for p in params if p not in provided]
+        raise ValueError(f"unknown init_args {bad} for {spec['class_path']}; allowed: {allowed}")
+    owned = [k for k in init_args if k in provided]
+    if owned:
+        raise ValueError(f"init_args {owned} are set from the data; remove them from the config")
+    init_args.update({k: v for k, v in provided.items() if k in params})
+    return cls(**init_args)
+
+
+def data_sizes(vocabs: dict[str, Any]) -> dict[str, int]:
+    """The sizes the data imposes, from the data module's serialised ``vocabs``."""
+    return {
+        "num_tags": len(vocabs["labels"]["labels"]),
+        "num_features": Vocab.size_of(vocabs["features"]),
+        "vocab_size": Vocab.size_of(vocabs["words"]),
+        "char_vocab_size": Vocab.size_of(vocabs["chars"]),
+    }
+
+
+def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
+    """Instantiate an encoder from its spec, filling the data-dependent sizes from ``vocabs``.
+
+    Args:
+        spec: ``{"class_path": "crfhead.encoders.BiLSTMEncoder", "init_args": {...}}``.
+        vocabs: the data module's serialised vocabularies.
+
+    Raises:
+        ValueError: unknown class, unknown or data-owned ``init_args`` keys (named).
+    """
+    module: nn.Module = _build(spec, data_sizes(vocabs), "encoder", nn.Module)
+    return module
+
+
+def build_head(
+    spec: dict[str, Any],
+    labels: LabelVocab,
+    constrained: bool = True,
+    vocab_size: int | None = None,
+) -> ChainHead:
+    """Instantiate a head (``crfhead.heads.CRF`` by default) with ``num_tags``, ``labels`` and ``scheme``.
+
+    Any :class:`~crfhead.heads.base.ChainHead` slots in by ``class_path``: ``crfhead.heads.CRF``,
+    ``crfhead.heads.MEMM``, ``crfhead.heads.StructuredPerceptron``, ``crfhead.heads.HMM`` (which also
+    takes ``vocab_size``).
+
+    Raises:
+        ValueError: unknown class, not a chain head, unknown or data-owned ``init_args`` keys.
+    """
+    provided: dict[str, Any] = {
+        "num_tags": len(labels),
+        "labels": labels.labels,
+        "scheme": labels.scheme if constrained else None,
+    }
+    if vocab_size is not None:
+        provided["vocab_size"] = vocab_size
+    head: ChainHead = _build(spec, provided, "head", ChainHead)
+    return head
