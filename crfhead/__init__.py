@@ -10,10 +10,15 @@ Tensor conventions, once for the whole package (``B`` batch, ``T`` time, ``K`` t
 * recursions run in float32 (float64 when given float64), even for bf16/fp16 emissions or under
   autocast; "impossible" is the one finite constant :data:`crfhead.numerics.IMPOSSIBLE`.
 
-The core is pure tensor functions (:mod:`crfhead.engine.semiring`, :mod:`crfhead.engine`,
-:mod:`crfhead.engine`, :mod:`crfhead.schemes`); :class:`CRF` is the layer users import, and
-:class:`MEMM`, :class:`StructuredPerceptron` and :class:`HMM` are the other heads on the same
-potentials (:class:`ChainHead`).
+Every docstring in the package refers to these conventions instead of restating them.
+
+The rooms, top to bottom (imports point down): :mod:`crfhead.training` and :mod:`crfhead.theory`
+(the seed's harness, which the library never imports); :mod:`crfhead.evaluation`;
+:mod:`crfhead.encoders` and :mod:`crfhead.data`; :mod:`crfhead.heads` (:class:`CRF`, the layer users
+import, and :class:`MEMM`, :class:`StructuredPerceptron`, :class:`HMM` on one contract,
+:class:`ChainHead`); :mod:`crfhead.engine` (the one dynamic program: pure tensor functions over
+:class:`ChainPotentials`, three backends); :mod:`crfhead.schemes`, :mod:`crfhead.checks`,
+:mod:`crfhead.numerics`.
 """
 
 from crfhead.engine.potentials import ChainPotentials, make_potentials

@@ -10,5 +10,5 @@ bash scripts/setup.sh
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"
 CRFHEAD_BACKEND=portable .venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/test_chain.py tests/test_crf.py tests/test_heads.py tests/test_theory.py
-TRITON_INTERPRET=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_backends.py -k triton
+  tests/engine/test_chain.py tests/heads/test_crf.py tests/heads/test_heads.py tests/theory/test_theory.py
+TRITON_INTERPRET=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/engine/test_backends.py -k triton

@@ -1,6 +1,6 @@
 """Write ``docs/trellis.json``: the "Decoding risk" trellis payload of :func:`crfhead.theory.payload.viz_payload`.
 
-``tests/test_experiments.py`` requires the file to equal the function's output exactly, so rerun this
+``tests/theory/test_experiments.py`` requires the file to equal the function's output exactly, so rerun this
 script whenever :mod:`crfhead.theory.worlds` changes.
 
     python scripts/trellis_payload.py [--out docs/trellis.json]

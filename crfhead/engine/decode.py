@@ -53,26 +53,13 @@ def _best_paths(semiring: Semiring, pot: ChainPotentials) -> tuple[Tensor, Tenso
 
 
 def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """The highest-scoring path of each chain (ties: the lowest tag).
-
-    Returns:
-        ``(scores, paths)``: ``(B,)`` best score (0 for an empty row; differentiable, as the score of
-        the path) and ``(B, T)`` int64 tags, ``-1`` at masked positions.
-    """
+    """:func:`crfhead.engine.viterbi` on the portable backend: the max scan and its back-trace."""
     best, all_paths = _best_paths(MaxSemiring(), pot)
     return best[:, 0], all_paths[:, 0]
 
 
 def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
-    """The ``k`` highest-scoring paths of each chain, best first.
-
-    Paths that do not exist (fewer than ``k`` paths) or that go through an ``IMPOSSIBLE`` potential are
-    reported as missing: score ``-inf`` and path all ``-1``. An empty row has one path, the empty one,
-    of score 0.
-
-    Returns:
-        ``(scores, paths)``: ``(B, k)`` and ``(B, k, T)`` int64 (``-1`` at masked positions).
-    """
+    """:func:`crfhead.engine.topk`: the k-max scan, its back-trace, missing paths marked."""
     scores, paths = _best_paths(KMaxSemiring(k), pot)
     missing = is_impossible(scores)
     scores = torch.where(missing, torch.full_like(scores, float("-inf")), scores)
@@ -111,16 +98,7 @@ def _gumbel_argmax(logits: Tensor, generator: torch.Generator | None) -> Tensor:
 def sample(
     pot: ChainPotentials, num_samples: int, generator: torch.Generator | None = None
 ) -> Tensor:
-    """Exact samples of ``p(z | x)`` by forward filtering, backward sampling.
-
-    Args:
-        pot: the chain potentials.
-        num_samples: ``S``, samples per chain.
-        generator: optional random generator on the potentials' device.
-
-    Returns:
-        ``(S, B, T)`` int64 paths, ``-1`` at masked positions.
-    """
+    """:func:`crfhead.engine.sample`: forward filtering, then backward sampling by Gumbel-max."""
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     B, T, K = pot.shape

@@ -2,8 +2,7 @@
 
 ``p(z | x) = exp(score(z)) / Z(x)`` with ``score(z) = start[z_1] + sum_t emissions[t, z_t]
 + sum_t transitions[z_{t-1}, z_t] + end[z_T]`` over the unmasked positions. The layer owns the
-transition parameters; everything else is the pure chain engine (:mod:`crfhead.engine`,
-:mod:`crfhead.engine`). With ``labels`` and a ``scheme`` the layer is constrained: forbidden starts,
+transition parameters; everything else is the pure chain engine (:mod:`crfhead.engine`). With ``labels`` and a ``scheme`` the layer is constrained: forbidden starts,
 transitions and ends are ``IMPOSSIBLE`` in the partition function, the loss *and* every decoder.
 
 Parameter names and initialisation match pytorch-crf 0.7.2, so its ``state_dict`` loads unchanged.
@@ -36,10 +35,9 @@ class CRF(ChainHead):
         start_transitions: ``nn.Parameter`` ``(K,)``.
         end_transitions: ``nn.Parameter`` ``(K,)``.
 
-    Shapes of every method: ``emissions`` ``(B, T, K)`` floating point (bf16/fp16 are computed in
-    float32), ``tags`` ``(B, T)`` integer, ``mask`` ``(B, T)`` bool (``None``: all positions). Masks may
-    have holes; tags at masked positions are ignored. Inference methods (``marginals``, ``viterbi``,
-    ``topk``, ``posterior_decode``, ``sample``...) come from :class:`~crfhead.heads.base.ChainHead`.
+    Shapes follow the package conventions (:mod:`crfhead`); tags at masked positions are ignored.
+    The loss, ``nll`` and the inference methods (``marginals``, ``viterbi``, ``topk``,
+    ``posterior_decode``, ``sample``...) come from :class:`~crfhead.heads.base.ChainHead`.
     """
 
     scores = ("transitions", "start_transitions", "end_transitions")

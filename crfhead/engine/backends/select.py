@@ -32,6 +32,8 @@ _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "crfhead_backend", default=None
 )
 _WARNED: set[str] = set()
+_AUTO = {"cpu": ("cpu", "fused CPU kernel"), "cuda": ("triton", "Triton kernels")}
+"""What ``auto`` runs on each device type, and how the fallback warning names it."""
 
 
 def _check(name: str) -> str:
@@ -102,25 +104,17 @@ def resolve(device: torch.device, requested: str | None = None) -> str:
         return "portable"
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
     if name == "auto":
-        if device.type == "cpu":
-            ok, why = available("cpu")
-            if ok:
-                return "cpu"
-            _warn_once(
-                "cpu",
-                f"crfhead: fused CPU kernel unavailable ({why}); using the portable "
-                "PyTorch backend (slower)",
-            )
+        fused = _AUTO.get(device.type)
+        if fused is None:
             return "portable"
-        if device.type == "cuda":
-            ok, why = available("triton")
-            if ok:
-                return "triton"
-            _warn_once(
-                "triton",
-                f"crfhead: Triton kernels unavailable ({why}); using the portable "
-                "PyTorch backend (slower)",
-            )
+        backend, what = fused
+        ok, why = available(backend)
+        if ok:
+            return backend
+        _warn_once(
+            backend,
+            f"crfhead: {what} unavailable ({why}); using the portable PyTorch backend (slower)",
+        )
         return "portable"
     if name == "portable":
         return name

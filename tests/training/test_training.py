@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from crfhead import CRF
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.training.module import TaggerModule
@@ -259,7 +259,7 @@ def test_error_predict_missing_checkpoint_names_the_path(tmp_path: Path) -> None
         predict(["--checkpoint", str(tmp_path / "missing.ckpt"), "--input", str(tmp_path)])
 
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml"))
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[f"{c.parent.name}/{c.stem}" for c in CONFIGS])
@@ -294,7 +294,7 @@ def test_ddp_on_two_cpu_processes_counts_every_test_token_once(tmp_path: Path) -
 
     from crfhead.data import generate_corpus
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     args = [
         sys.executable,
         str(root / "train.py"),
@@ -315,7 +315,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
     import subprocess
     import time
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     # Far more epochs than can run before the signal: with the fused kernel 1000 epochs of this tiny
     # corpus took about a minute, and a slow poll once let fit finish before the SIGINT.
     args = [*_args(tmp_path, **{"trainer.max_epochs": 1_000_000})]
@@ -461,3 +461,42 @@ def test_averaged_perceptron_evaluates_and_checkpoints_the_average(tmp_path: Pat
     # test() evaluated the best checkpoint's average.
     assert torch.equal(cli.model.state_dict()[key], ckpt["state_dict"][key])
     assert cli.model.test_report["f1"] > 0.3
+
+
+def test_base_config_is_read_first_and_a_run_is_named_after_its_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """configs/base.yaml supplies the logger and checkpoints; the config states only its differences."""
+    from crfhead.training.callbacks import OnExceptionCheckpoint
+    from crfhead.training.cli import BASE_CONFIG
+
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "mine" / "tiny_crf.yaml"
+    config.parent.mkdir()
+    config.write_text(
+        "trainer:\n  max_epochs: 1\n  enable_progress_bar: false\n"
+        "data:\n  corpus:\n    class_path: crfhead.data.corpora.FinanceCorpus\n"
+    )
+    cli = main(["fit", "--config", str(config), *(f"--{k}={v}" for k, v in TINY.items())])
+    assert BASE_CONFIG.is_file()
+    assert cli.trainer.logger is not None
+    assert Path(cli.trainer.logger.log_dir) == Path("runs") / "mine_tiny_crf" / "version_0"
+    crash = [c for c in cli.trainer.callbacks if isinstance(c, OnExceptionCheckpoint)]
+    assert [c.dirpath for c in crash] == [str(Path("runs") / "mine_tiny_crf")]
+    assert cli.trainer.max_epochs == 1 and cli.trainer.checkpoint_callback is not None
+    # The CLI tells the data module what the model's encoder reads.
+    assert cli.datamodule.needs == frozenset({"features"})
+
+
+def test_every_shipped_config_states_only_what_differs_from_base() -> None:
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "configs"
+    base = yaml.safe_load((root / "base.yaml").read_text())
+    for path in sorted(root.rglob("*.yaml")):
+        if path.name == "base.yaml":
+            continue
+        trainer = (yaml.safe_load(path.read_text()) or {}).get("trainer", {})
+        same = {k: v for k, v in trainer.items() if base["trainer"].get(k) == v}
+        assert not same, f"{path.name} restates base.yaml's {same}"
+        assert "logger" not in trainer, f"{path.name} sets the logger base.yaml sets"

@@ -2,7 +2,7 @@
 
 Every statement the seed proves is checked here against an independent oracle: enumeration of every
 path (``tests/brute.py`` or ``itertools.product`` over tiny chains), hand counting, or closed forms.
-All in float64. ``pytest tests/test_theory.py -k "theorem or proposition or corollary"`` runs it.
+All in float64. ``pytest tests/theory/test_theory.py -k "theorem or proposition or corollary"`` runs it.
 
 * Theorem 1 (chain distributive law): ``test_theorem_1_*``. Sum-product: log Z, node and edge
   marginals; max-product: best score, best path, max-marginals; ``alpha_t + beta_t`` aggregates the

@@ -24,7 +24,7 @@ from crfhead.data import (
 )
 from crfhead.schemes import is_valid
 
-FIX = Path(__file__).parent / "fixtures" / "conll"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "conll"
 
 
 def test_conll_reader_keeps_documents_columns_and_repairs() -> None:

@@ -35,7 +35,7 @@ from crfhead.theory.experiments import (
 from crfhead.theory.payload import viz_payload
 from crfhead.theory.worlds import next_state_world, well_specified_world
 
-TRELLIS_JSON = Path(__file__).resolve().parent.parent / "docs" / "trellis.json"
+TRELLIS_JSON = Path(__file__).resolve().parents[2] / "docs" / "trellis.json"
 TEST_N = 1000
 LEARNED = ("hmm", "crf_words", "crf_window")
 

@@ -30,7 +30,7 @@ from crfhead.data.msm2013 import (
 )
 from crfhead.schemes import is_valid, tags_to_spans
 
-FIX = Path(__file__).parent / "fixtures" / "msm2013"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "msm2013"
 
 
 def _ids(sentences: list[Sentence]) -> list[str]:

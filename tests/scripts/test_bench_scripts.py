@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torchcrf")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_chain.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_chain.py"
 TINY = ["--sizes", "2,5,3", "--repeats", "1", "--warmup", "1", "--skip-struct"]
 HEADER = "B  T  K  lengths  crfhead ms  crfhead-portable ms  pytorch-crf ms  torch-struct ms"
 MD_HEADER = "| B | T | K | lengths | crfhead ms | crfhead-portable ms | pytorch-crf ms |"

@@ -29,7 +29,7 @@ from crfhead.data.finance import (
 from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.schemes import is_valid, tags_to_spans
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # sha256 of write_conll(generate_corpus(0, 3)). A corpus run is a contract: experiments cite
 # "the first n documents of run s". If a change to the generator is meant to change the runs, update

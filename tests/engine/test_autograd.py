@@ -1,0 +1,103 @@
+"""The engine's one autograd function and the Kernel contract: gold counts, the composed loss, every backend.
+
+Oracles: the gold path's counts are the autograd gradient of its score; the composed loss and its
+gradient's parts are ``log Z - score`` and its autograd gradient; every backend's ``ChainFunction``
+gradient equals the portable one, in float64 (``gradcheck`` and ``gradgradcheck`` for each).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import Chain, chains, random_chain
+from hypothesis import given
+
+from crfhead.engine import make_potentials, scan
+from crfhead.engine.backends import available, kernel
+from crfhead.engine.backends.autograd import ChainFunction, compose_nll, gold_counts
+from crfhead.engine.potentials import ChainPotentials
+
+BACKENDS = [b for b in ("portable", "cpu") if available(b)[0]]
+
+
+def _pot(c: Chain, grad: bool = False) -> ChainPotentials:
+    tensors = [x.clone().requires_grad_(grad) for x in (c.emissions, c.transitions, c.start, c.end)]
+    return make_potentials(*tensors, c.mask)
+
+
+def _tags(c: Chain, seed: int) -> torch.Tensor:
+    B, T, K = c.emissions.shape
+    g = torch.Generator().manual_seed(seed)
+    tags = torch.randint(0, K, (B, T), generator=g)
+    return torch.where(c.mask, tags, torch.full_like(tags, -100))
+
+
+@given(chains())
+def test_gold_counts_are_the_gradient_of_the_gold_score(c: Chain) -> None:
+    pot = _pot(c, grad=True)
+    tags = _tags(c, 0)
+    score = scan.score(pot, tags)
+    grads = torch.autograd.grad(
+        score.sum(), (pot.emissions, pot.transitions, pot.start, pot.end), allow_unused=True
+    )
+    counts = gold_counts(pot, tags, edges=True)
+    assert torch.allclose(counts.value, score.detach())
+    B = c.emissions.shape[0]
+    edge = counts.edge if pot.per_position else counts.edge.sum(0)  # type: ignore[union-attr]
+    for got, want in zip(
+        (counts.node, edge, counts.first.sum(0), counts.last.sum(0)),  # type: ignore[union-attr]
+        grads,
+        strict=True,
+    ):
+        want = torch.zeros_like(got) if want is None else want
+        assert torch.allclose(got, want.reshape(got.shape)), (B, got, want)
+
+
+@given(chains())
+def test_composed_nll_is_log_z_minus_score_with_its_gradient(c: Chain) -> None:
+    pot = _pot(c, grad=True)
+    tags = _tags(c, 1)
+    leaves = (pot.emissions, pot.transitions, pot.start, pot.end)
+    want = scan.log_partition(pot) - scan.score(pot, tags)
+    want_grads = torch.autograd.grad(want.sum(), leaves, allow_unused=True)
+    with torch.no_grad():
+        m, gold = compose_nll(
+            kernel("portable").forward_backward, pot, tags, grads=True, edges=True
+        )
+    assert torch.allclose(m.value, want.detach())
+    assert torch.allclose(gold, scan.score(pot, tags).detach())
+    got = scan.scale_grads(torch.ones_like(m.value), m, pot.per_position)
+    for g, w in zip(got, want_grads, strict=True):
+        assert g is not None
+        assert torch.allclose(g, torch.zeros_like(g) if w is None else w, atol=1e-10)
+
+
+def test_composed_nll_refuses_an_out_of_range_tag_naming_it() -> None:
+    c = random_chain(0, 2, 4, 3, holes=False)
+    tags = torch.zeros(2, 4, dtype=torch.long)
+    tags[1, 2] = 3
+    with pytest.raises(ValueError, match=r"tag 3 at unmasked position \(batch 1, time 2\)"):
+        compose_nll(kernel("portable").forward_backward, _pot(c), tags, grads=False, edges=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("per_position", [False, True])
+@pytest.mark.parametrize("with_tags", [False, True])
+def test_chain_function_gradcheck_and_gradgradcheck_for_every_backend(
+    backend: str, per_position: bool, with_tags: bool
+) -> None:
+    c = random_chain(3, 3, 5, 3, per_position=per_position)
+    tags = _tags(c, 2) if with_tags else None
+    k = kernel(backend)
+
+    def f(em: torch.Tensor, tr: torch.Tensor, st: torch.Tensor, en: torch.Tensor) -> torch.Tensor:
+        out: tuple[torch.Tensor, torch.Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
+            k, em, tr, st, en, c.mask, tags
+        )
+        return out[0]
+
+    inputs = tuple(
+        x.clone().requires_grad_(True) for x in (c.emissions, c.transitions, c.start, c.end)
+    )
+    assert torch.autograd.gradcheck(f, inputs)
+    assert torch.autograd.gradgradcheck(f, inputs)
