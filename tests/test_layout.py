@@ -73,10 +73,16 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 @pytest.mark.parametrize(
     ("room", "forbidden"),
     [
-        ("crfhead.engine", ("crfhead.heads", "crfhead.data", "crfhead.training", "crfhead.schemes")),
+        (
+            "crfhead.engine",
+            ("crfhead.heads", "crfhead.data", "crfhead.training", "crfhead.schemes"),
+        ),
         ("crfhead.heads", ("crfhead.data", "crfhead.training", "crfhead.encoders")),
         ("crfhead.encoders", ("crfhead.heads", "crfhead.training")),
-        ("crfhead.data", ("crfhead.heads", "crfhead.training", "crfhead.encoders", "crfhead.engine")),
+        (
+            "crfhead.data",
+            ("crfhead.heads", "crfhead.training", "crfhead.encoders", "crfhead.engine"),
+        ),
         ("crfhead.evaluation", ("crfhead.training",)),
     ],
 )
