@@ -16,7 +16,7 @@ LABELS = LabelVocab.from_types(["PER"], "BIO")
 
 def test_every_exported_head_is_a_chain_head_and_only_the_hmm_counts() -> None:
     exported = [getattr(heads, n) for n in heads.__all__]
-    classes = [c for c in exported if isinstance(c, type)]
+    classes = [c for c in exported if isinstance(c, type) and c not in (ChainHead, CountingHead)]
     assert {c.__name__ for c in classes} >= {"CRF", "MEMM", "StructuredPerceptron", "HMM"}
     assert all(issubclass(c, ChainHead) for c in classes)
     assert [c.__name__ for c in classes if issubclass(c, CountingHead)] == ["HMM"]
