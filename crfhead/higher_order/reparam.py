@@ -1,0 +1,188 @@
+"""The reparameterisation ψ of non-local patterns into a supermodular quadratic pseudo-Boolean form.
+
+Seed ``001`` (Qian & Liu, TACL 2014) puts every non-chain factor of a higher-order CRF into one
+slave solved by a minimum cut. With ``z_ik = 1[y_i = k]`` the patterns score
+``g(z) = Σ_c s_c ∏_{(i,k)∈c} z_ik``, a multilinear polynomial of any sign; ψ (the design note
+``higher_order.md`` §4, steps 1–5) turns it into ``g̃(z, w)``, quadratic with non-negative
+coefficients over ``z`` and auxiliary ``w``, such that ``max_w g̃(z(y), w) = g(y) + K`` for every
+labelling ``y`` (one-hot ``z``):
+
+1. Pairs. ``P_ij[k, l]`` sums the scores of the size-2 patterns ``{(i,k), (j,l)}`` and, for every
+   *negative* pattern of size >= 3, its score on every pair of its cells.
+   ``C_ij = max(0, -min P_ij)`` over all ``L × L`` entries, and ``P_ij + C_ij >= 0`` is the
+   coefficient of ``z_ik z_jl`` (zeros dropped): on one-hot ``z`` exactly one ``(k, l)`` of the pair
+   is on, so the shift adds exactly ``C_ij``, and ``K = Σ C_ij``. (The design note's optional linear
+   terms ``B_i`` are left out: they amount to a different starting ``θ``.)
+2. A positive pattern of size ``n >= 3``: ``s ∏ z = max_w s·w·(Σz - n + 1)``: one ``w``,
+   coefficient ``s`` on each ``(z_m, w)``, linear ``s(1 - n)`` on ``w``.
+3. A negative pattern of size ``n >= 3``: with ``S = Σz``,
+   ``s·[S = n] = s·S(S-1)/2 + (-s)·h(S)`` for ``h(S) = S(S-1)/2 - [S = n]``; the first part is its
+   pairs in step 1, and ``h`` is a maximum of supermodular quadratics (Živný & Jeavons, *Classes of
+   submodular constraints expressible by graph cuts*, Constraints 2010): for ``n = 3``
+   ``h(S) = max(0, S - 1)``; for ``n >= 4``
+   ``h(S) = max(0, 2S - 3) + Σ_{a=1}^{n-4} max(0, S - a - 2)``, each ``max(0, αS - β)`` one ``w``
+   with coefficient ``α`` on each ``(z_m, w)`` and linear ``-β``.
+
+Steps 2 and 3 are exact for every 0/1 ``z``; step 1 only for one-hot ``z`` on the pair's two tokens,
+which is why *every* label of a coupled token is coupled, not only the labels patterns name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from crfhead.higher_order.pseudo_boolean import QuadraticPB
+
+__all__ = ["Reparameterised", "reparameterise"]
+
+TokenPattern = tuple[tuple[tuple[int, int], ...], float]
+
+
+@dataclass(frozen=True, eq=False)
+class Reparameterised:
+    """The patterns of a group as a supermodular quadratic pseudo-Boolean function.
+
+    The dual decomposition's pattern slave is ``P(θ) = max_x pb(x) - Σ_{v<V} θ_v x_v``: call
+    ``maximize(pb.with_linear(linear))`` with ``linear = pb.linear.copy(); linear[:V] -= θ``
+    (``pb.linear`` is the base: 0 on the ``z``'s, the auxiliaries' terms after them), and use
+    ``P - constant`` in the dual.
+
+    Attributes:
+        coupled: ``(V, 2)`` int64, the ``(token, label)`` of each ``z``: every label ``0..L-1`` of
+            every token a (non-zero) pattern touches, tokens ascending, labels ascending within a
+            token; ``x[:V]`` are these ``z``'s in this order.
+        index: ``(token, label) -> position`` in ``x``, for the ``V`` coupled pairs.
+        pb: the function over ``x = (z_0..z_{V-1}, w_0, ...)``; its own constant is 0.
+        constant: ``K``: for every one-hot assignment ``y`` of the coupled tokens,
+            ``max_w pb(z(y), w) == g(y) + K``.
+    """
+
+    coupled: np.ndarray
+    index: dict[tuple[int, int], int]
+    pb: QuadraticPB
+    constant: float
+
+
+def _checked(
+    patterns: Sequence[TokenPattern], num_labels: int
+) -> list[tuple[tuple[tuple[int, int], ...], float]]:
+    """The non-zero patterns, with ints and floats; ``ValueError`` naming the first bad one."""
+    out = []
+    for index, pattern in enumerate(patterns):
+        cells_in, score_in = pattern
+        cells = tuple((int(token), int(label)) for token, label in cells_in)
+        score = float(score_in)
+        if not math.isfinite(score):
+            raise ValueError(f"pattern {index} has a non-finite score {score}")
+        if len(cells) < 2:
+            raise ValueError(
+                f"pattern {index} has {len(cells)} cell(s); size-1 patterns belong in the chain"
+            )
+        if len({token for token, _ in cells}) != len(cells):
+            raise ValueError(f"pattern {index} has two cells on one token: {cells}")
+        for token, label in cells:
+            if token < 0 or not 0 <= label < num_labels:
+                raise ValueError(
+                    f"pattern {index} has cell {(token, label)}: tokens must be >= 0 and labels in "
+                    f"[0, {num_labels})"
+                )
+        if score != 0.0:
+            out.append((cells, score))
+    return out
+
+
+def reparameterise(patterns: Sequence[TokenPattern], num_labels: int) -> Reparameterised:
+    """ψ of ``patterns`` (see the module docstring): ``max_w pb(z(y), w) == g(y) + constant``.
+
+    Args:
+        patterns: ``(((token, label), ...), score)`` each: at least two cells, on distinct tokens
+            (integers >= 0), any finite score; repeated patterns add; zero scores are ignored.
+        num_labels: ``L >= 1``, the labels of every token.
+
+    Raises:
+        ValueError: on ``num_labels < 1`` or a malformed pattern (named by its index).
+    """
+    if num_labels < 1:
+        raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+    L = num_labels
+    kept = _checked(patterns, L)
+    tokens = sorted({token for cells, _ in kept for token, _ in cells})
+    slot = {token: position for position, token in enumerate(tokens)}
+    V = len(tokens) * L
+    coupled = np.stack(
+        [
+            np.repeat(np.asarray(tokens, dtype=np.int64), L),
+            np.tile(np.arange(L, dtype=np.int64), len(tokens)),
+        ],
+        axis=1,
+    ).reshape(V, 2)
+    index = {(int(t), int(k)): v for v, (t, k) in enumerate(coupled.tolist())}
+
+    # Step 1: pair tables from size-2 patterns and from the pairs of negative patterns of size >= 3.
+    pair_i: list[int] = []
+    pair_j: list[int] = []
+    pair_k: list[int] = []
+    pair_l: list[int] = []
+    pair_s: list[float] = []
+    # Steps 2-3: auxiliaries (the z positions, the coefficient on each (z, w), w's linear term).
+    aux: list[tuple[list[int], float, float]] = []
+    for cells, s in kept:
+        n = len(cells)
+        if n == 2 or s < 0:
+            for a in range(n):
+                for b in range(a + 1, n):
+                    (ta, ka), (tb, kb) = cells[a], cells[b]
+                    if slot[ta] > slot[tb]:
+                        (ta, ka), (tb, kb) = (tb, kb), (ta, ka)
+                    pair_i.append(slot[ta])
+                    pair_j.append(slot[tb])
+                    pair_k.append(ka)
+                    pair_l.append(kb)
+                    pair_s.append(s)
+        if n < 3:
+            continue
+        zs = [index[cell] for cell in cells]
+        if s > 0:
+            aux.append((zs, s, s * (1 - n)))
+        elif n == 3:
+            aux.append((zs, -s, s))
+        else:
+            aux.append((zs, -2 * s, 3 * s))
+            aux.extend((zs, -s, (a + 2) * s) for a in range(1, n - 3))
+
+    lefts: list[np.ndarray] = []
+    rights: list[np.ndarray] = []
+    coefs: list[np.ndarray] = []
+    constant = 0.0
+    if pair_s:
+        pi = np.asarray(pair_i, dtype=np.int64)
+        pj = np.asarray(pair_j, dtype=np.int64)
+        keys, pair = np.unique(pi * len(tokens) + pj, return_inverse=True)
+        pair = pair.reshape(-1)
+        tables = np.zeros((keys.shape[0], L, L))  # (pairs, L, L): P_ij
+        np.add.at(tables, (pair, np.asarray(pair_k), np.asarray(pair_l)), np.asarray(pair_s))
+        shift = np.maximum(0.0, -tables.min(axis=(1, 2)))  # (pairs,): C_ij
+        shifted = tables + shift[:, None, None]  # >= 0: the exact sum is, and rounding keeps it
+        p, first, second = np.nonzero(shifted > 0)
+        lefts.append((keys[p] // len(tokens)) * L + first)
+        rights.append((keys[p] % len(tokens)) * L + second)
+        coefs.append(shifted[p, first, second])
+        constant = float(shift.sum())
+
+    linear = np.zeros(V + len(aux))
+    for a, (zs, coef, lin) in enumerate(aux):
+        linear[V + a] = lin
+        lefts.append(np.asarray(zs, dtype=np.int64))
+        rights.append(np.full(len(zs), V + a, dtype=np.int64))
+        coefs.append(np.full(len(zs), coef))
+    pb = QuadraticPB(
+        linear=linear,
+        left=np.concatenate(lefts) if lefts else np.zeros(0, dtype=np.int64),
+        right=np.concatenate(rights) if rights else np.zeros(0, dtype=np.int64),
+        quadratic=np.concatenate(coefs) if coefs else np.zeros(0),
+    )
+    return Reparameterised(coupled=coupled, index=index, pb=pb, constant=constant)
