@@ -1,0 +1,28 @@
+"""Higher-order CRFs: chains plus non-local patterns over a group of sentences (seed ``001``).
+
+Qian & Liu (TACL 2014) decode *generalized higher-order CRFs* (the linear chain of each sentence plus
+sparse patterns: skip edges between identical words, consistency factors over identical phrases) by
+dual decomposition with two slaves: Viterbi on the chains and one minimum cut for all the patterns.
+
+* :class:`Pattern`, :func:`decode` (methods ``viterbi``, ``dd2slave``, ``dd_factor``, ``ilp``), its
+  :class:`DecodeResult` (labelling, score, bound, certificate, history);
+* builders: :func:`group_tweets`, :func:`consistency_patterns`, :func:`skip_patterns`.
+
+The rest of the library does not import this package; scipy is imported by the min-cut and ILP
+solvers when they run.
+"""
+
+from crfhead.higher_order.builders import consistency_patterns, group_tweets, skip_patterns
+from crfhead.higher_order.decode import METHODS, decode
+from crfhead.higher_order.patterns import Pattern
+from crfhead.higher_order.result import DecodeResult
+
+__all__ = [
+    "METHODS",
+    "DecodeResult",
+    "Pattern",
+    "consistency_patterns",
+    "decode",
+    "group_tweets",
+    "skip_patterns",
+]

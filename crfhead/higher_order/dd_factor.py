@@ -1,0 +1,126 @@
+"""Per-factor ("naive") dual decomposition (Komodakis 2011; the seed's baseline), vectorised in torch.
+
+One slave is the chains (Viterbi on every sentence, one engine call); every pattern ``p`` is a slave of
+its own over the labels of its tokens, with multipliers ``θ_p`` ``(cells, K)``:
+
+    slave_p(θ_p) = max_y  s_p·1[y matches p] - Σ_cells θ_p[cell, y_cell].
+
+Its maximum is the better of the pattern's own labels (``s_p - Σ θ_p[cell, k_cell]``) and the best
+other assignment: the unconstrained per-token argmax of ``-θ_p``, or, when that argmax *is* the pattern,
+the argmax with the token of smallest first-to-second gap switched to its second label. So every slave
+of the group is solved at once on ``(P, S, K)`` tensors (``S`` the largest pattern, padded), on the
+device the emissions are on. ``L(θ) = chains(Σ_p θ_p) + Σ_p slave_p(θ_p) >= OPT`` exactly; the
+subgradient for ``θ_p[cell, k]`` is ``1[y*_cell = k] - 1[y_p cell = k]``, the steps as in
+:mod:`~crfhead.higher_order.dd2slave` (Polyak by default).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from crfhead.higher_order.dd2slave import _PATIENCE, STEPS
+from crfhead.higher_order.group import Group, viterbi_with
+from crfhead.higher_order.result import DecodeResult, certifies
+
+__all__ = ["dd_factor"]
+
+
+def _slaves(theta: Tensor, labels: Tensor, valid: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
+    """Every pattern slave's maximum ``(P,)`` and maximiser ``(P, S)`` (see the module docstring).
+
+    Args:
+        theta: ``(P, S, K)`` multipliers (0 on padding cells).
+        labels: ``(P, S)`` the pattern's labels (0 on padding).
+        valid: ``(P, S)`` bool, real cells.
+        score: ``(P,)`` pattern scores.
+    """
+    P, _, K = theta.shape
+    neg = torch.where(valid[..., None], -theta, torch.zeros_like(theta))
+    own = score + neg.gather(2, labels[..., None])[..., 0].sum(1)  # (P,)
+    if K == 1:
+        return own, labels
+    top = neg.topk(2, dim=2)
+    first, second = top.values[..., 0], top.values[..., 1]  # (P, S)
+    best = top.indices[..., 0]  # (P, S)
+    free = first.sum(1)  # (P,): the unconstrained maximum of -θ
+    is_pattern = ((best == labels) | ~valid).all(1)
+    gap = torch.where(valid, first - second, torch.full_like(first, math.inf))
+    worst = gap.argmin(1)  # (P,): the cheapest token to move off the pattern
+    other = torch.where(is_pattern, free - gap.gather(1, worst[:, None])[:, 0], free)
+    moved = best.clone()
+    rows = torch.arange(P, device=theta.device)
+    moved[rows, worst] = torch.where(is_pattern, top.indices[rows, worst, 1], best[rows, worst])
+    take_own = own >= other
+    choice = torch.where(take_own[:, None], labels, moved)
+    return torch.maximum(own, other), choice
+
+
+def dd_factor(
+    group: Group,
+    max_iterations: int = 300,
+    step: str = "polyak",
+    step_size: float | None = None,
+) -> DecodeResult:
+    """Decode ``group`` by per-pattern dual decomposition (arguments as :func:`dd2slave`)."""
+    if step not in STEPS:
+        raise ValueError(f"step must be one of {STEPS}, got {step!r}")
+    if max_iterations < 1:
+        raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+    B, T, K = group.shape
+    emissions = group.chain.emissions
+    device, dtype = emissions.device, emissions.dtype
+    tokens, labels, valid, score = group.cells
+    P, S = tokens.shape
+    theta = torch.zeros(P, S, K, dtype=dtype, device=device)
+    flat_tokens = tokens[valid]  # (N,)
+    gamma = 1.0 if step_size is None else float(step_size)
+    alpha0 = float(score.abs().mean()) if (step_size is None and P) else (step_size or 1.0)
+    best_dual, best_primal = math.inf, -math.inf
+    best_tags = torch.full((B, T), -1, dtype=torch.long)
+    duals: list[float] = []
+    primals: list[float] = []
+    stale, increases, iteration, certified = 0, 0, 0, False
+    onehot = torch.eye(K, dtype=dtype, device=device)
+    while iteration < max_iterations:
+        iteration += 1
+        shifted = emissions.reshape(B * T, K).index_add(0, flat_tokens, theta[valid])
+        chain_value, tags = viterbi_with(group, shifted.reshape(B, T, K))
+        values, choice = _slaves(theta, labels, valid, score)
+        dual = chain_value + float(values.sum())
+        primal = group.score(tags)
+        if primal > best_primal:
+            best_primal, best_tags = primal, tags
+        if duals and dual > duals[-1]:
+            increases += 1
+        if dual < best_dual:
+            best_dual, stale = dual, 0
+        else:
+            stale += 1
+        duals.append(dual)
+        primals.append(best_primal)
+        chain_labels = tags.reshape(-1).to(device)[tokens]  # (P, S)
+        g = (onehot[chain_labels] - onehot[choice]) * valid[..., None]
+        norm2 = float((g * g).sum())
+        if norm2 == 0.0 or certifies(best_primal, best_dual):
+            certified = certifies(best_primal, best_dual)
+            break
+        if step == "polyak":
+            if stale >= _PATIENCE:
+                gamma, stale = gamma / 2, 0
+            alpha = gamma * (dual - best_primal) / norm2
+        else:
+            alpha = alpha0 / (1 + increases)
+        theta = theta - alpha * g
+    return DecodeResult(
+        tags=best_tags,
+        primal=best_primal,
+        dual=best_dual,
+        certified=certified,
+        iterations=iteration,
+        method="dd_factor",
+        dual_history=duals,
+        primal_history=primals,
+    )

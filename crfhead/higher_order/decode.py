@@ -1,0 +1,119 @@
+"""``decode``: the higher-order MAP of one group, by the method asked for, with its bound and certificate.
+
+* ``"viterbi"``: the chains alone (patterns ignored); its bound adds every positive pattern score.
+* ``"dd2slave"``: the seed's 2-slave dual decomposition (:mod:`~crfhead.higher_order.dd2slave`), the
+  method for positive patterns and attractive (same-label) cliques.
+* ``"dd_factor"``: per-pattern dual decomposition (:mod:`~crfhead.higher_order.dd_factor`), vectorised
+  in torch, for dense or mixed-sign tables.
+* ``"ilp"``: exact MAP by HiGHS (:mod:`~crfhead.higher_order.ilp`), for validation.
+
+A group without patterns returns the Viterbi labelling, certified, at iteration 1, whatever the method.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+from torch import Tensor
+
+from crfhead.higher_order.group import Group, prepare, viterbi_with
+from crfhead.higher_order.patterns import Pattern
+from crfhead.higher_order.result import DecodeResult, certifies
+
+__all__ = ["METHODS", "decode"]
+
+METHODS = ("viterbi", "dd2slave", "dd_factor", "ilp")
+
+
+def _viterbi(group: Group) -> DecodeResult:
+    chain_value, tags = viterbi_with(group, group.chain.emissions)
+    primal = group.score(tags)
+    dual = chain_value + sum(max(p.score, 0.0) for p in group.patterns)
+    return DecodeResult(
+        tags=tags,
+        primal=primal,
+        dual=dual,
+        certified=certifies(primal, dual),
+        iterations=1,
+        method="viterbi",
+        dual_history=[dual],
+        primal_history=[primal],
+    )
+
+
+def _ilp(group: Group) -> DecodeResult:
+    from crfhead.higher_order.ilp import solve_ilp
+
+    pot = group.chain
+    found = solve_ilp(pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, group.patterns)
+    primal = group.score(found.tags)
+    dual = primal if found.optimal else max(found.bound, primal)
+    return DecodeResult(
+        tags=found.tags,
+        primal=primal,
+        dual=dual,
+        certified=found.optimal,
+        iterations=1,
+        method="ilp",
+        dual_history=[dual],
+        primal_history=[primal],
+    )
+
+
+def decode(
+    emissions: Tensor,
+    transitions: Tensor,
+    start: Tensor | None = None,
+    end: Tensor | None = None,
+    mask: Tensor | None = None,
+    patterns: Sequence[Pattern] = (),
+    method: str = "dd2slave",
+    max_iterations: int = 300,
+    step: str = "polyak",
+    step_size: float | None = None,
+) -> DecodeResult:
+    """The best labelling of a group of sentences under chains plus patterns.
+
+    Args:
+        emissions: ``(B, T, K)``, the group's sentences.
+        transitions: ``(K, K)`` ``[from, to]``.
+        start: ``(K,)`` or ``None`` (zeros).
+        end: ``(K,)`` or ``None`` (zeros).
+        mask: ``(B, T)`` bool or ``None`` (all on); holes allowed.
+        patterns: the non-local factors (:class:`~crfhead.higher_order.patterns.Pattern`).
+        method: one of :data:`METHODS`.
+        max_iterations: dual-decomposition iteration cap.
+        step: ``"polyak"`` or ``"diminishing"``.
+        step_size: the step rule's scale (see :mod:`~crfhead.higher_order.dd2slave`).
+
+    Returns:
+        a :class:`~crfhead.higher_order.result.DecodeResult`.
+
+    Raises:
+        ValueError: bad shapes or dtypes, a bad pattern (named by index), an unknown method.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    began = time.perf_counter()
+    group = prepare(emissions, transitions, start, end, mask, patterns)
+    if method == "viterbi" or not group.patterns:
+        result = _viterbi(group)
+    elif method == "ilp":
+        result = _ilp(group)
+    elif method == "dd2slave":
+        from crfhead.higher_order.dd2slave import dd2slave
+
+        result = dd2slave(group, max_iterations, step, step_size)
+    else:
+        from crfhead.higher_order.dd_factor import dd_factor
+
+        result = dd_factor(group, max_iterations, step, step_size)
+    if not group.patterns:
+        result.method = method
+    result.tags = result.tags.to(group.original.mask.device)
+    result.seconds = time.perf_counter() - began
+    if math.isnan(result.primal):
+        raise FloatingPointError("the decoded labelling has a NaN score: check the inputs")
+    return result

@@ -1,0 +1,136 @@
+"""One group of sentences decoded jointly: the chain potentials in float64 plus the non-local patterns.
+
+:func:`prepare` validates the inputs once for every decoder: the chain through
+:func:`crfhead.engine.make_potentials` (shapes as the package conventions say), the patterns through
+:func:`~crfhead.higher_order.patterns.check_patterns`; duplicates are merged, and size-1 patterns
+(a score on one label of one token) are folded into the emissions, where every decoder handles them
+exactly. What remains has two or more cells. Tokens are flattened as ``b * T + t``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from crfhead import engine
+from crfhead.engine import ChainPotentials, make_potentials
+from crfhead.higher_order.patterns import Pattern, check_patterns, merge_patterns
+
+__all__ = ["Group", "add_to_cells", "prepare", "viterbi_with"]
+
+
+@dataclass(frozen=True, eq=False)
+class Group:
+    """A validated group.
+
+    Attributes:
+        chain: float64 chain potentials, size-1 patterns folded into the emissions ``(B, T, K)``.
+        patterns: the merged patterns with two or more cells.
+        original: the chain potentials as given (float64), without the folded patterns.
+    """
+
+    chain: ChainPotentials
+    patterns: tuple[Pattern, ...]
+    original: ChainPotentials
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(B, T, K)``."""
+        return self.chain.shape
+
+    def token_patterns(self) -> list[tuple[tuple[tuple[int, int], ...], float]]:
+        """The patterns in token form: ``(((b * T + t, k), ...), score)``."""
+        T = self.shape[1]
+        return [(tuple((b * T + t, k) for b, t, k in p.cells), p.score) for p in self.patterns]
+
+    @cached_property
+    def cells(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The patterns as padded tensors: ``tokens``, ``labels``, ``valid`` ``(P, S)`` and ``scores`` ``(P,)``.
+
+        ``S`` is the largest pattern; ``tokens`` are flattened ``b * T + t``; padding cells are invalid.
+        """
+        T = self.shape[1]
+        device = self.chain.emissions.device
+        P = len(self.patterns)
+        S = max((len(p.cells) for p in self.patterns), default=1)
+        tokens = torch.zeros(P, S, dtype=torch.long)
+        labels = torch.zeros(P, S, dtype=torch.long)
+        valid = torch.zeros(P, S, dtype=torch.bool)
+        for i, p in enumerate(self.patterns):
+            n = len(p.cells)
+            tokens[i, :n] = torch.tensor([b * T + t for b, t, _ in p.cells])
+            labels[i, :n] = torch.tensor([k for _, _, k in p.cells])
+            valid[i, :n] = True
+        scores = torch.tensor([p.score for p in self.patterns], dtype=torch.float64)
+        return tokens.to(device), labels.to(device), valid.to(device), scores.to(device)
+
+    def score(self, tags: Tensor) -> float:
+        """The full score of a labelling ``tags`` ``(B, T)``: chains (folded unaries included) + patterns."""
+        tags = tags.to(self.chain.mask.device)
+        chain = float(engine.score(self.chain, tags).sum())
+        if not self.patterns:
+            return chain
+        tokens, labels, valid, scores = self.cells
+        holds = ((tags.reshape(-1)[tokens] == labels) | ~valid).all(1)
+        return chain + float(scores[holds].sum())
+
+
+def prepare(
+    emissions: Tensor,
+    transitions: Tensor,
+    start: Tensor | None,
+    end: Tensor | None,
+    mask: Tensor | None,
+    patterns: Sequence[Pattern],
+) -> Group:
+    """Validate and package a group (see the module docstring).
+
+    Raises:
+        ValueError: bad shapes or dtypes (the engine's messages), or a bad pattern (named by index).
+    """
+    if not isinstance(transitions, Tensor) or transitions.dim() != 2:
+        got = tuple(transitions.shape) if isinstance(transitions, Tensor) else type(transitions)
+        raise ValueError(f"higher-order decoding takes shared transitions (K, K), got {got}")
+    original = make_potentials(
+        emissions.detach().double(),
+        transitions.detach().double(),
+        None if start is None else start.detach().double(),
+        None if end is None else end.detach().double(),
+        mask,
+    )
+    check_patterns(patterns, original.shape, original.mask)
+    merged = merge_patterns(patterns)
+    unary = [p for p in merged if len(p.cells) == 1]
+    emissions64 = original.emissions
+    if unary:
+        emissions64 = emissions64.clone()
+        for p in unary:
+            ((b, t, k),) = p.cells
+            emissions64[b, t, k] += p.score
+    chain = ChainPotentials(
+        emissions64, original.transitions, original.start, original.end, original.mask
+    )
+    rest = tuple(p for p in merged if len(p.cells) > 1)
+    return Group(chain=chain, patterns=rest, original=original)
+
+
+def add_to_cells(emissions: Tensor, tokens: Tensor, labels: Tensor, values: Tensor) -> Tensor:
+    """``emissions`` ``(B, T, K)`` plus ``values`` ``(V,)`` at the flattened ``(token, label)`` cells."""
+    B, T, K = emissions.shape
+    flat = emissions.reshape(B * T * K).clone()
+    flat.index_add_(0, tokens * K + labels, values.to(flat.dtype))
+    return flat.reshape(B, T, K)
+
+
+def viterbi_with(group: Group, emissions: Tensor) -> tuple[float, Tensor]:
+    """The chain slave: the best chain labelling under ``emissions`` ``(B, T, K)`` and its score."""
+    pot = ChainPotentials(
+        emissions, group.chain.transitions, group.chain.start, group.chain.end, group.chain.mask
+    )
+    with torch.no_grad():
+        scores, tags = engine.viterbi(pot)
+    return float(scores.sum()), tags
