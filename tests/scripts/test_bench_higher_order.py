@@ -1,0 +1,26 @@
+"""Smoke test of ``scripts/bench_higher_order.py``: a tiny run prints one row per suite and method."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_higher_order.py"
+
+
+def test_a_tiny_run_prints_every_suite_and_method(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--groups", "1", "--size", "2,3,2", "--max-iterations", "20"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [
+        line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line
+    ]
+    assert len(rows) == 1 + 3 * 4  # the header, then 3 suites x 4 methods
+    assert all(row.count("|") == 9 for row in rows)
+    assert sum("| ilp |" in row and "| 1/1 |" in row for row in rows) == 3  # ILP always certifies
