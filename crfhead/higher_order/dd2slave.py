@@ -12,15 +12,11 @@ patterns):
 and ``L(θ) = V(θ) + P(θ) - K >= OPT`` for every ``θ`` (weak duality; ``P`` is taken as the cut's
 guaranteed upper bound, so the inequality survives the integer capacities). The subgradient is
 ``1[y*_i = k] - z*_ik``; steps are Polyak's, ``γ (L - best primal) / |g|²`` with ``γ`` halved after 20
-iterations without a new best dual (the paper's halving of the step on a dual increase stalls), or
-``α0 / (1 + #dual increases)`` (Rush & Collins 2012). Every iteration scores the chain slave's labelling
-under the full objective and keeps the best (primal recovery); the run stops when the slaves agree
-(``g = 0``) or the best primal reaches the best dual (a certificate), or at the iteration cap.
+iterations without a new best dual, or ``α0 / (1 + #dual increases)``; the bookkeeping, primal recovery
+and stopping rules are :mod:`~crfhead.higher_order.subgradient`'s.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import torch
@@ -28,12 +24,10 @@ import torch
 from crfhead.higher_order.group import Group, add_to_cells, viterbi_with
 from crfhead.higher_order.pseudo_boolean import maximize
 from crfhead.higher_order.reparam import reparameterise
-from crfhead.higher_order.result import DecodeResult, certifies
+from crfhead.higher_order.result import DecodeResult
+from crfhead.higher_order.subgradient import Subgradient
 
-__all__ = ["STEPS", "dd2slave"]
-
-STEPS = ("polyak", "diminishing")
-_PATIENCE = 20  # Polyak: iterations without a new best dual before γ is halved
+__all__ = ["dd2slave"]
 
 
 def dd2slave(
@@ -51,8 +45,6 @@ def dd2slave(
         step_size: ``γ``'s start for Polyak (default 1), ``α0`` for the diminishing rule (default: the
             mean absolute pattern score).
     """
-    if step not in STEPS:
-        raise ValueError(f"step must be one of {STEPS}, got {step!r}")
     if max_iterations < 1:
         raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
     B, T, K = group.shape
@@ -63,57 +55,19 @@ def dd2slave(
     labels = torch.as_tensor(rep.coupled[:, 1], dtype=torch.long, device=emissions.device)
     base = rep.pb.linear.copy()
     theta = np.zeros(V)
-    scores = [abs(p.score) for p in group.patterns] or [1.0]
-    gamma = 1.0 if step_size is None else float(step_size)
-    alpha0 = float(np.mean(scores)) if step_size is None else float(step_size)
-    best_dual, best_primal = math.inf, -math.inf
-    best_tags = torch.full((B, T), -1, dtype=torch.long)
-    duals: list[float] = []
-    primals: list[float] = []
-    stale, increases = 0, 0
-    certified = False
-    iteration = 0
-    while iteration < max_iterations:
-        iteration += 1
+    scale = float(np.mean([abs(p.score) for p in group.patterns] or [1.0]))
+    loop = Subgradient((B, T), step, step_size, scale)
+    for _ in range(max_iterations):
         theta_t = torch.as_tensor(theta, dtype=emissions.dtype, device=emissions.device)
         chain_value, tags = viterbi_with(group, add_to_cells(emissions, tokens, labels, theta_t))
         linear = base.copy()
         linear[:V] -= theta
         x, _, bound = maximize(rep.pb.with_linear(linear))
-        dual = chain_value + bound - rep.constant
-        primal = group.score(tags)
-        if primal > best_primal:
-            best_primal, best_tags = primal, tags
-        if duals and dual > duals[-1]:
-            increases += 1
-        if dual < best_dual:
-            best_dual, stale = dual, 0
-        else:
-            stale += 1
-        duals.append(dual)
-        primals.append(best_primal)
         flat = tags.reshape(-1).cpu().numpy()
         chosen = (flat[rep.coupled[:, 0]] == rep.coupled[:, 1]).astype(np.float64)
         g = chosen - x[:V].astype(np.float64)
-        norm2 = float(g @ g)
-        if norm2 == 0.0 or certifies(best_primal, best_dual):
-            # Agreement leaves θ where it is; it certifies up to the cut's rounding slack.
-            certified = certifies(best_primal, best_dual)
+        alpha = loop.record(chain_value + bound - rep.constant, group.score(tags), tags, g @ g)
+        if alpha is None:
             break
-        if step == "polyak":
-            if stale >= _PATIENCE:
-                gamma, stale = gamma / 2, 0
-            alpha = gamma * (dual - best_primal) / norm2
-        else:
-            alpha = alpha0 / (1 + increases)
         theta -= alpha * g
-    return DecodeResult(
-        tags=best_tags,
-        primal=best_primal,
-        dual=best_dual,
-        certified=certified,
-        iterations=iteration,
-        method="dd2slave",
-        dual_history=duals,
-        primal_history=primals,
-    )
+    return loop.result("dd2slave")

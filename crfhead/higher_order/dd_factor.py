@@ -21,9 +21,9 @@ import math
 import torch
 from torch import Tensor
 
-from crfhead.higher_order.dd2slave import _PATIENCE, STEPS
 from crfhead.higher_order.group import Group, viterbi_with
-from crfhead.higher_order.result import DecodeResult, certifies
+from crfhead.higher_order.result import DecodeResult
+from crfhead.higher_order.subgradient import Subgradient
 
 __all__ = ["dd_factor"]
 
@@ -65,8 +65,6 @@ def dd_factor(
     step_size: float | None = None,
 ) -> DecodeResult:
     """Decode ``group`` by per-pattern dual decomposition (arguments as :func:`dd2slave`)."""
-    if step not in STEPS:
-        raise ValueError(f"step must be one of {STEPS}, got {step!r}")
     if max_iterations < 1:
         raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
     B, T, K = group.shape
@@ -76,51 +74,18 @@ def dd_factor(
     P, S = tokens.shape
     theta = torch.zeros(P, S, K, dtype=dtype, device=device)
     flat_tokens = tokens[valid]  # (N,)
-    gamma = 1.0 if step_size is None else float(step_size)
-    alpha0 = float(score.abs().mean()) if (step_size is None and P) else (step_size or 1.0)
-    best_dual, best_primal = math.inf, -math.inf
-    best_tags = torch.full((B, T), -1, dtype=torch.long)
-    duals: list[float] = []
-    primals: list[float] = []
-    stale, increases, iteration, certified = 0, 0, 0, False
+    scale = float(score.abs().mean()) if P else 1.0
+    loop = Subgradient((B, T), step, step_size, scale)
     onehot = torch.eye(K, dtype=dtype, device=device)
-    while iteration < max_iterations:
-        iteration += 1
+    for _ in range(max_iterations):
         shifted = emissions.reshape(B * T, K).index_add(0, flat_tokens, theta[valid])
         chain_value, tags = viterbi_with(group, shifted.reshape(B, T, K))
         values, choice = _slaves(theta, labels, valid, score)
-        dual = chain_value + float(values.sum())
-        primal = group.score(tags)
-        if primal > best_primal:
-            best_primal, best_tags = primal, tags
-        if duals and dual > duals[-1]:
-            increases += 1
-        if dual < best_dual:
-            best_dual, stale = dual, 0
-        else:
-            stale += 1
-        duals.append(dual)
-        primals.append(best_primal)
         chain_labels = tags.reshape(-1).to(device)[tokens]  # (P, S)
         g = (onehot[chain_labels] - onehot[choice]) * valid[..., None]
-        norm2 = float((g * g).sum())
-        if norm2 == 0.0 or certifies(best_primal, best_dual):
-            certified = certifies(best_primal, best_dual)
+        dual = chain_value + float(values.sum())
+        alpha = loop.record(dual, group.score(tags), tags, float((g * g).sum()))
+        if alpha is None:
             break
-        if step == "polyak":
-            if stale >= _PATIENCE:
-                gamma, stale = gamma / 2, 0
-            alpha = gamma * (dual - best_primal) / norm2
-        else:
-            alpha = alpha0 / (1 + increases)
         theta = theta - alpha * g
-    return DecodeResult(
-        tags=best_tags,
-        primal=best_primal,
-        dual=best_dual,
-        certified=certified,
-        iterations=iteration,
-        method="dd_factor",
-        dual_history=duals,
-        primal_history=primals,
-    )
+    return loop.result("dd_factor")

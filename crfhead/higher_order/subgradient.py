@@ -1,0 +1,87 @@
+"""The subgradient loop both dual decompositions share: bookkeeping, step sizes, stopping, the result.
+
+Each iteration a decomposition reports the dual value at its multipliers, the chain slave's labelling
+with its full score, and the squared norm of the subgradient; :class:`Subgradient` keeps the best dual
+and the best primal (primal recovery), decides whether to stop (the slaves agree, or the best primal
+reaches the best dual: a certificate), and returns the step to take:
+
+* ``"polyak"``: ``γ (L - best primal) / |g|²``, ``γ`` halved after 20 iterations without a new best
+  dual (scale-free; the paper's halving of the step on every dual increase stalls);
+* ``"diminishing"``: ``α0 / (1 + #dual increases)`` (Rush & Collins 2012).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from crfhead.higher_order.result import DecodeResult, certifies
+
+__all__ = ["STEPS", "Subgradient"]
+
+STEPS = ("polyak", "diminishing")
+_PATIENCE = 20  # Polyak: iterations without a new best dual before γ is halved
+
+
+class Subgradient:
+    """The state of one dual-decomposition run.
+
+    Args:
+        shape: ``(B, T)`` of the group's labellings.
+        step: one of :data:`STEPS`.
+        step_size: ``γ``'s start for Polyak (default 1), ``α0`` for the diminishing rule (default
+            ``scale``).
+        scale: the typical pattern score magnitude (the diminishing rule's default ``α0``).
+    """
+
+    def __init__(
+        self, shape: tuple[int, int], step: str, step_size: float | None, scale: float
+    ) -> None:
+        if step not in STEPS:
+            raise ValueError(f"step must be one of {STEPS}, got {step!r}")
+        self.step = step
+        self.gamma = 1.0 if step_size is None else float(step_size)
+        self.alpha0 = scale if step_size is None else float(step_size)
+        self.best_dual, self.best_primal = math.inf, -math.inf
+        self.best_tags = torch.full(shape, -1, dtype=torch.long)
+        self.duals: list[float] = []
+        self.primals: list[float] = []
+        self.stale = self.increases = 0
+        self.certified = False
+
+    def record(self, dual: float, primal: float, tags: Tensor, norm2: float) -> float | None:
+        """Record an iteration; the step to take, or ``None`` when the run should stop."""
+        if primal > self.best_primal:
+            self.best_primal, self.best_tags = primal, tags
+        if self.duals and dual > self.duals[-1]:
+            self.increases += 1
+        if dual < self.best_dual:
+            self.best_dual, self.stale = dual, 0
+        else:
+            self.stale += 1
+        self.duals.append(dual)
+        self.primals.append(self.best_primal)
+        self.certified = certifies(self.best_primal, self.best_dual)
+        if norm2 == 0.0 or self.certified:
+            # Agreement leaves the multipliers where they are: nothing more to learn.
+            return None
+        if self.step == "polyak":
+            if self.stale >= _PATIENCE:
+                self.gamma, self.stale = self.gamma / 2, 0
+            return self.gamma * (dual - self.best_primal) / norm2
+        return self.alpha0 / (1 + self.increases)
+
+    def result(self, method: str) -> DecodeResult:
+        """The run as a :class:`~crfhead.higher_order.result.DecodeResult`."""
+        return DecodeResult(
+            tags=self.best_tags,
+            primal=self.best_primal,
+            dual=self.best_dual,
+            certified=self.certified,
+            iterations=len(self.duals),
+            method=method,
+            dual_history=self.duals,
+            primal_history=self.primals,
+        )
