@@ -34,6 +34,9 @@ class Batch:
         features: ``(B, T, F)`` feature ids (0 = padding / unseen) or ``None``.
         tags: ``(B, T)`` tag ids, ``-100`` at padding, or ``None`` for unlabelled text.
         sentences: the sentences themselves (tokens for transformer encoders, ids for output).
+        groups: the groups a higher-order decoder decodes jointly, as lists of row indices into the
+            batch (every row in exactly one), or ``None`` when the data is not grouped
+            (:mod:`crfhead.data.grouping`).
     """
 
     mask: Tensor
@@ -42,6 +45,7 @@ class Batch:
     features: Tensor | None
     tags: Tensor | None
     sentences: list[Sentence]
+    groups: list[list[int]] | None = None
 
     def to(self, device: torch.device | str) -> Batch:
         """The batch with its tensors on ``device``."""
@@ -56,6 +60,7 @@ class Batch:
             features=move(self.features),
             tags=move(self.tags),
             sentences=self.sentences,
+            groups=self.groups,
         )
 
 

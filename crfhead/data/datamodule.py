@@ -9,6 +9,11 @@ The vocabularies are built from the training split when the module is created an
 hyper-parameters, so a checkpoint decodes strings without the data module. The data module knows
 nothing of the model: it builds every batch field unless told which ones to build
 (:meth:`TaggingDataModule.set_needs`).
+
+With a ``grouping`` (:mod:`crfhead.data.grouping`: tweet clusters, documents) every split is cut into
+groups once, batches hold whole groups (``batch_size`` then counts groups, not sentences) and
+:attr:`~crfhead.data.batching.Batch.groups` says which rows form each, so a higher-order decoder never
+decodes across groups.
 """
 
 from __future__ import annotations
@@ -23,11 +28,18 @@ from torch.utils.data import DataLoader, Sampler
 from crfhead.data.batching import Batch, Collator
 from crfhead.data.corpora import Corpus, FinanceCorpus
 from crfhead.data.features import FeatureTemplates
+from crfhead.data.grouping import Grouping
 from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.data.vocab import Vocab
 from crfhead.schemes import canonical_scheme, convert_tags, entity_types
 
-__all__ = ["EpochSeededSampler", "ShardSampler", "TaggingDataModule", "collator_for"]
+__all__ = [
+    "EpochSeededSampler",
+    "GroupCollator",
+    "ShardSampler",
+    "TaggingDataModule",
+    "collator_for",
+]
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -93,6 +105,27 @@ def collator_for(vocabs: dict[str, Any], needs: frozenset[str] | set[str]) -> Co
     )
 
 
+class GroupCollator:
+    """``collate_fn`` over groups of sentences: one :class:`Batch` of all their sentences, in order.
+
+    :attr:`~crfhead.data.batching.Batch.groups` holds each group's rows.
+    """
+
+    def __init__(self, collator: Collator) -> None:
+        self.collator = collator
+
+    def __call__(self, groups: Sequence[Sequence[Sentence]]) -> Batch:
+        """Flatten ``groups`` and collate."""
+        rows: list[list[int]] = []
+        sentences: list[Sentence] = []
+        for group in groups:
+            rows.append(list(range(len(sentences), len(sentences) + len(group))))
+            sentences.extend(group)
+        batch = self.collator(sentences)
+        batch.groups = rows
+        return batch
+
+
 class TaggingDataModule(pl.LightningDataModule):
     """Loads a corpus, converts its tags to ``scheme``, builds vocabularies and serves batches.
 
@@ -107,6 +140,9 @@ class TaggingDataModule(pl.LightningDataModule):
         min_feature_count: features seen fewer times in training are dropped.
         seed: the shuffling seed.
         num_workers: data loader workers.
+        grouping: batch whole groups of sentences (``class_path`` of a
+            :class:`~crfhead.data.grouping.Grouping`); ``batch_size`` and ``eval_batch_size`` then
+            count groups.
     """
 
     def __init__(
@@ -121,8 +157,15 @@ class TaggingDataModule(pl.LightningDataModule):
         min_feature_count: int = 1,
         seed: int = 0,
         num_workers: int = 0,
+        grouping: Grouping | None = None,
     ) -> None:
         super().__init__()
+        if batch_size < 1 or eval_batch_size < 1:
+            raise ValueError(
+                f"batch sizes must be >= 1, got batch_size={batch_size}, "
+                f"eval_batch_size={eval_batch_size}"
+            )
+        self.grouping = grouping
         self.corpus = corpus if corpus is not None else FinanceCorpus()
         self.scheme = canonical_scheme(scheme)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
@@ -155,21 +198,32 @@ class TaggingDataModule(pl.LightningDataModule):
             "seen_words": sorted({w for s in train for w in s.tokens}),
         }
         self.needs: frozenset[str] = frozenset({"words", "chars", "features"})
+        self.groups: dict[str, list[list[int]]] = (
+            {name: grouping(split) for name, split in self.splits.items()}
+            if grouping is not None
+            else {}
+        )
 
     def set_needs(self, needs: frozenset[str]) -> None:
         """Build only the batch fields in ``needs`` (``train.py`` passes the model's ``Tagger.needs``)."""
         self.needs = needs
 
-    def _loader(self, sentences: list[Sentence], train: bool) -> DataLoader[Batch]:
-        collate = collator_for(self.vocabs, self.needs)
+    def _loader(self, split: str, train: bool) -> DataLoader[Batch]:
+        sentences = self.splits[split]
+        base = collator_for(self.vocabs, self.needs)
+        collate: Collator | GroupCollator = base
+        items: list[Sentence] | list[list[Sentence]] = sentences
+        if self.grouping is not None:
+            items = [[sentences[i] for i in g] for g in self.groups[split]]
+            collate = GroupCollator(base)
         rank, world = _rank_and_world()
         sampler: Sampler[int] = (
-            EpochSeededSampler(len(sentences), self.seed, rank, world)
+            EpochSeededSampler(len(items), self.seed, rank, world)
             if train
-            else ShardSampler(len(sentences), rank, world)
+            else ShardSampler(len(items), rank, world)
         )
         return DataLoader(
-            sentences,  # type: ignore[arg-type]
+            items,  # type: ignore[arg-type]
             batch_size=self.batch_size if train else self.eval_batch_size,
             sampler=sampler,
             collate_fn=collate,
@@ -177,10 +231,10 @@ class TaggingDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
-        return self._loader(self.splits["train"], train=True)
+        return self._loader("train", train=True)
 
     def val_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
-        return self._loader(self.splits["dev"], train=False)
+        return self._loader("dev", train=False)
 
     def test_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
-        return self._loader(self.splits["test"], train=False)
+        return self._loader("test", train=False)

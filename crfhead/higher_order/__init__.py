@@ -6,7 +6,9 @@ dual decomposition with two slaves: Viterbi on the chains and one minimum cut fo
 
 * :class:`Pattern`, :func:`decode` (methods ``viterbi``, ``dd2slave``, ``dd_factor``, ``ilp``), its
   :class:`DecodeResult` (labelling, score, bound, certificate, history);
-* builders: :func:`group_tweets`, :func:`consistency_patterns`, :func:`skip_patterns`.
+* builders: :func:`group_tweets`, :func:`consistency_patterns`, :func:`skip_patterns`;
+* for ``train.py``: :class:`FactorDecoder` (``model.decoder`` in a config) over the factor kinds
+  :class:`Consistency` and :class:`SkipChain`, on groups from :mod:`crfhead.data.grouping`.
 
 The rest of the library does not import this package; scipy is imported by the min-cut and ILP
 solvers when they run.
@@ -14,13 +16,19 @@ solvers when they run.
 
 from crfhead.higher_order.builders import consistency_patterns, group_tweets, skip_patterns
 from crfhead.higher_order.decode import METHODS, decode
+from crfhead.higher_order.decoder import FactorDecoder
+from crfhead.higher_order.factors import Consistency, Factors, SkipChain
 from crfhead.higher_order.patterns import Pattern
 from crfhead.higher_order.result import DecodeResult
 
 __all__ = [
     "METHODS",
+    "Consistency",
     "DecodeResult",
+    "FactorDecoder",
+    "Factors",
     "Pattern",
+    "SkipChain",
     "consistency_patterns",
     "decode",
     "group_tweets",

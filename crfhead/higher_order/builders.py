@@ -1,8 +1,7 @@
-"""Builders of the non-local patterns: tweet groups, phrase consistency, and skip-chain edges.
+"""Builders of the non-local patterns: phrase consistency and skip-chain edges (and tweet groups).
 
-* :func:`group_tweets` -- the seed's grouping of tweets (Qian & Liu, TACL 2014, "Global Features"):
-  single-linkage clustering where two tweets are linked when they share more than ``threshold``
-  distinct words (the seed: "if the similarity is greater than 4"), with no length normalisation.
+* :func:`group_tweets` -- the seed's grouping of tweets, re-exported from
+  :mod:`crfhead.data.grouping` (the data module batches by it).
 * :func:`consistency_patterns` -- the seed's group-level consistency feature: two identical phrases
   of a group rewarded for taking the same label subsequence (document-level consistency as in
   Finkel et al. 2005 and Krishnan & Manning 2006), restricted to the subsequences that make the
@@ -19,89 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from crfhead.data.grouping import group_tweets, has_alnum
 from crfhead.higher_order.patterns import Pattern, merge_patterns
 from crfhead.schemes import Span, canonical_scheme, entity_types, spans_to_tags
 
 __all__ = ["consistency_patterns", "group_tweets", "skip_patterns"]
-
-
-def _has_alnum(token: str) -> bool:
-    return any(ch.isalnum() for ch in token)
-
-
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        root = i
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[i] != root:  # path compression
-            self.parent[i], i = root, self.parent[i]
-        return root
-
-    def union(self, i: int, j: int) -> None:
-        a, b = self.find(i), self.find(j)
-        if a != b:
-            self.parent[max(a, b)] = min(a, b)
-
-
-def group_tweets(
-    sentences: Sequence[Sequence[str]], threshold: int = 4, lowercase: bool = True
-) -> list[list[int]]:
-    """Group tweets by single linkage on the number of distinct words two tweets share.
-
-    Two tweets are linked when they share *more than* ``threshold`` distinct words; the groups are
-    the connected components of that graph (so linkage is transitive: A–B and B–C put A, B and C in
-    one group even if A and C share nothing). A *word* is a token with at least one alphanumeric
-    character (punctuation-only tokens such as ``:`` or ``!`` are not counted), compared after
-    lowercasing when ``lowercase``.
-
-    Exact, without comparing all pairs: tweets that share ``s = threshold + 1`` words must share a
-    word among the ``|words| − s + 1`` rarest of each (prefix filtering, Bayardo et al. 2007), so
-    only those prefix words are indexed and probed, and each candidate pair is verified by a set
-    intersection; pairs already in one component are not verified. Tweets with fewer than ``s``
-    words are singletons.
-
-    Args:
-        sentences: the tweets, as token sequences.
-        threshold: link when the number of shared words is greater than this (``>= 0``).
-        lowercase: compare words case-insensitively.
-
-    Returns:
-        Every tweet index in exactly one group; each group sorted, groups ordered by first index.
-
-    Raises:
-        ValueError: a negative threshold.
-    """
-    if threshold < 0:
-        raise ValueError(f"threshold must be >= 0, got {threshold}")
-    need = threshold + 1
-    words = [
-        {w.lower() if lowercase else w for w in sentence if _has_alnum(w)} for sentence in sentences
-    ]
-    frequency: dict[str, int] = {}
-    for ws in words:
-        for w in ws:
-            frequency[w] = frequency.get(w, 0) + 1
-    uf = _UnionFind(len(words))
-    index: dict[str, list[int]] = {}
-    for i, ws in enumerate(words):
-        if len(ws) < need:
-            continue
-        prefix = sorted(ws, key=lambda w: (frequency[w], w))[: len(ws) - need + 1]
-        candidates: set[int] = set()
-        for w in prefix:
-            candidates.update(index.get(w, ()))
-            index.setdefault(w, []).append(i)
-        for j in sorted(candidates):
-            if uf.find(i) != uf.find(j) and len(ws & words[j]) >= need:
-                uf.union(i, j)
-    groups: dict[int, list[int]] = {}
-    for i in range(len(words)):
-        groups.setdefault(uf.find(i), []).append(i)
-    return sorted(groups.values(), key=lambda g: g[0])
 
 
 def _label_index(labels: Sequence[str]) -> dict[str, int]:
@@ -210,7 +131,7 @@ def consistency_patterns(
         for b, sentence in enumerate(keyed):
             for t in range(len(sentence) - n + 1):
                 phrase = tuple(sentence[t : t + n])
-                if _has_alnum(phrase[0]) and _has_alnum(phrase[-1]):
+                if has_alnum(phrase[0]) and has_alnum(phrase[-1]):
                     occurrences.setdefault(phrase, []).append((b, t))
         for occ in occurrences.values():
             for i, (b1, t1) in enumerate(occ):
@@ -285,7 +206,7 @@ def skip_patterns(
     edges: list[tuple[int, int, int, int]] = []
     for b, sentence in enumerate(document):
         for t, token in enumerate(sentence):
-            if not _has_alnum(token) or (capitalised_only and not token[0].isupper()):
+            if not has_alnum(token) or (capitalised_only and not token[0].isupper()):
                 continue
             if token in last:
                 edges.append((*last[token], b, t))

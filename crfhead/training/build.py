@@ -1,5 +1,7 @@
 """Components from ``{"class_path": ..., "init_args": {...}}`` specs, with the sizes the data imposes.
 
+Encoders, heads and group decoders (:mod:`crfhead.training.group_decoder`).
+
 A config names an encoder or a head by class path; :func:`build_encoder` and :func:`build_head` import
 it, check every ``init_args`` key against the constructor's signature and fill in what the data owns
 (:func:`data_sizes`: ``num_tags``, ``num_features``, ``vocab_size``, ``char_vocab_size``; ``labels``
@@ -18,8 +20,9 @@ from torch import nn
 from crfhead.data.sentence import LabelVocab
 from crfhead.data.vocab import Vocab
 from crfhead.heads.base import ChainHead
+from crfhead.training.group_decoder import GroupDecoder
 
-__all__ = ["DEFAULT_HEAD", "build_encoder", "build_head", "data_sizes"]
+__all__ = ["DEFAULT_HEAD", "build_decoder", "build_encoder", "build_head", "data_sizes"]
 
 DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.heads.CRF"}
 
@@ -103,3 +106,15 @@ def build_head(
         provided["vocab_size"] = vocab_size
     head: ChainHead = _build(spec, provided, "head", ChainHead)
     return head
+
+
+def build_decoder(spec: dict[str, Any], labels: LabelVocab) -> GroupDecoder:
+    """Instantiate a group decoder (e.g. ``crfhead.higher_order.FactorDecoder``) with ``labels``, ``scheme``.
+
+    Raises:
+        ValueError: unknown class, not a :class:`~crfhead.training.group_decoder.GroupDecoder`,
+            unknown or data-owned ``init_args`` keys.
+    """
+    provided: dict[str, Any] = {"labels": labels.labels, "scheme": labels.scheme}
+    decoder: GroupDecoder = _build(spec, provided, "decoder", GroupDecoder)
+    return decoder

@@ -2,7 +2,10 @@
 
 Components come from config specs (:mod:`crfhead.training.build`); the head is any
 :class:`~crfhead.heads.base.ChainHead`, whose contract says whether it scores words itself and
-whether it is fitted by counting (:class:`~crfhead.heads.base.CountingHead`).
+whether it is fitted by counting (:class:`~crfhead.heads.base.CountingHead`). An optional
+:class:`~crfhead.training.group_decoder.GroupDecoder` decodes each group of a batch jointly in place of
+the head's decoder (higher-order CRFs); one that learns its weights trains them with the perceptron
+loss of the group, which needs the :class:`~crfhead.heads.perceptron.StructuredPerceptron` head.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from torch import Tensor, nn
 
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
-from crfhead.heads.base import ChainHead, CountingHead
+from crfhead.heads.base import ChainHead, CountingHead, reduce_loss
+from crfhead.heads.perceptron import StructuredPerceptron
 from crfhead.training.build import DEFAULT_HEAD, build_head
+from crfhead.training.group_decoder import GroupDecoder
 
 __all__ = ["Tagger"]
 
@@ -25,15 +30,37 @@ class Tagger(nn.Module):
         encoder: any module mapping a :class:`~crfhead.data.batching.Batch` to emissions ``(B, T, K)``.
         labels: the label vocabulary.
         head: the structured head (default: a CRF constrained to the labels' scheme).
+        decoder: decodes each group of a batch jointly instead of the head's decoder (``None``: the
+            head decodes every sentence alone).
+
+    Raises:
+        TypeError: a decoder that learns its weights with a head other than the perceptron, or
+            with a counting head.
     """
 
     def __init__(
-        self, encoder: nn.Module, labels: LabelVocab, head: ChainHead | None = None
+        self,
+        encoder: nn.Module,
+        labels: LabelVocab,
+        head: ChainHead | None = None,
+        decoder: GroupDecoder | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
         self.labels = labels
         self.head: ChainHead = head if head is not None else build_head(DEFAULT_HEAD, labels)
+        if (
+            decoder is not None
+            and decoder.learns
+            and not isinstance(self.head, StructuredPerceptron)
+        ):
+            raise TypeError(
+                f"{type(decoder).__name__} learns its weights with the perceptron loss of each "
+                "group (full score of the decoded labelling minus the gold's), which needs the "
+                f"crfhead.heads.StructuredPerceptron head, got {type(self.head).__name__}; or give "
+                "the decoder a grid to tune its weight on dev over a head trained alone"
+            )
+        self.decoder = decoder
 
     @property
     def counting(self) -> CountingHead | None:
@@ -60,9 +87,14 @@ class Tagger(nn.Module):
         if batch.tags is None:
             raise ValueError("the batch has no tags to compute a loss on")
         emissions = self(batch)
-        return self.head.loss(
-            emissions, batch.tags.to(emissions.device), batch.mask.to(emissions.device), reduction
-        )
+        tags, mask = batch.tags.to(emissions.device), batch.mask.to(emissions.device)
+        if self.decoder is None or not self.decoder.learns:
+            return self.head.loss(emissions, tags, mask, reduction)
+        assert isinstance(self.head, StructuredPerceptron)
+        pot = self.head.potentials(emissions, mask)
+        self.head.gold_score(pot, emissions, tags)  # validates the gold tags
+        losses = self.decoder.loss(pot, self.head.augmented(pot, tags.long()), batch)  # (G,)
+        return reduce_loss(losses, torch.ones_like(losses, dtype=torch.bool), reduction)
 
     @torch.no_grad()
     def accumulate(self, batch: Batch) -> None:
@@ -73,17 +105,24 @@ class Tagger(nn.Module):
             raise TypeError(f"the {type(self.head).__name__} head is not fitted by counting")
         self.counting.accumulate(batch.words, batch.tags, batch.mask)
 
+    def decode_labels(self, emissions: Tensor, batch: Batch) -> list[list[str]]:
+        """The group decoder's labelling, or the head's, as strings, one list per sentence."""
+        mask = batch.mask.to(emissions.device)
+        if self.decoder is None:
+            return self.head.decode_labels(emissions, mask)
+        tags = self.decoder.decode(self.head.potentials(emissions, mask), batch)
+        return [[self.labels.labels[k] for k in row if k >= 0] for row in tags.tolist()]
+
     def predict(self, batch: Batch) -> list[list[str]]:
-        """Decoded tags (the head's ``decoder``) as strings, one list per sentence."""
-        emissions = self(batch)
-        return self.head.decode_labels(emissions, batch.mask.to(emissions.device))
+        """Decoded tags (the group decoder's, else the head's ``decoder``) as strings, per sentence."""
+        return self.decode_labels(self(batch), batch)
 
     @torch.no_grad()
     def decode_with_loss(self, batch: Batch) -> tuple[list[list[str]], float]:
         """Predicted tags and the summed conditional log-loss of the gold tags (for metrics)."""
         emissions = self(batch)
         mask = batch.mask.to(emissions.device)
-        pred = self.head.decode_labels(emissions, mask)
+        pred = self.decode_labels(emissions, batch)
         nll = 0.0
         if batch.tags is not None:
             nll = float(self.head.nll(emissions, batch.tags.to(emissions.device), mask, "sum"))

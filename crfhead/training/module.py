@@ -23,7 +23,7 @@ from crfhead.data.vocab import Vocab
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.evaluation.report import format_report, write_report_json
 from crfhead.heads.base import CountingHead
-from crfhead.training.build import DEFAULT_HEAD, build_encoder, build_head
+from crfhead.training.build import DEFAULT_HEAD, build_decoder, build_encoder, build_head
 from crfhead.training.model import Tagger
 
 __all__ = ["OPTIMIZERS", "TaggerModule"]
@@ -49,6 +49,12 @@ class TaggerModule(pl.LightningModule):
         optimizer: ``"adamw"`` or ``"sgd"`` (plain SGD: with the perceptron head and ``lr: 1`` it is
             Collins' update).
         report_dir: where the test report (text and JSON) is written (default: the logger's folder).
+        decoder: ``{"class_path": ..., "init_args": {...}}`` of a
+            :class:`~crfhead.training.group_decoder.GroupDecoder` that decodes each group of a batch
+            jointly (higher-order CRFs: ``crfhead.higher_order.FactorDecoder``; the data module
+            needs a ``grouping``); ``labels`` and ``scheme`` come from the data. A decoder with a
+            ``grid`` has its scale chosen on dev at every validation (logged as ``val/decoder_scale``,
+            saved in the checkpoint); one that learns its weights trains them with the head.
     """
 
     def __init__(
@@ -63,6 +69,7 @@ class TaggerModule(pl.LightningModule):
         warmup_ratio: float = 0.0,
         optimizer: str = "adamw",
         report_dir: str | None = None,
+        decoder: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if vocabs is None:
@@ -77,6 +84,7 @@ class TaggerModule(pl.LightningModule):
             build_encoder(encoder, vocabs),
             labels,
             build_head(head, labels, constrained, vocab_size=Vocab.size_of(vocabs["words"])),
+            None if decoder is None else build_decoder(decoder, labels),
         )
         self._counts_synced = True
         if self.tagger.counting is not None:
@@ -88,6 +96,9 @@ class TaggerModule(pl.LightningModule):
         self.metrics = {
             stage: TaggingMetrics(labels.scheme, self.seen_words) for stage in ("val", "test")
         }
+        grid = [] if self.tagger.decoder is None else list(self.tagger.decoder.grid)
+        # One set of dev metrics per candidate scale of a tuned group decoder.
+        self.grid_metrics = [TaggingMetrics(labels.scheme, self.seen_words) for _ in grid]
         self.report_dir = report_dir
         self.test_report: dict[str, float] = {}
 
@@ -110,12 +121,50 @@ class TaggerModule(pl.LightningModule):
         return loss
 
     def _eval_step(self, batch: Batch, stage: str) -> None:
+        if stage == "val" and self.grid_metrics and not self.trainer.sanity_checking:
+            self._grid_step(batch)
+            return
         pred, nll = self.tagger.decode_with_loss(batch)
         gold = [s.tags or [] for s in batch.sentences]
         tokens = [s.tokens for s in batch.sentences]
         self.metrics[stage].update(
             gold, pred, tokens, log_loss=nll, num_tokens=int(batch.mask.sum())
         )
+
+    @torch.no_grad()
+    def _grid_step(self, batch: Batch) -> None:
+        """Decode the batch once per candidate scale of the group decoder (chosen on dev)."""
+        decoder = self.tagger.decoder
+        assert decoder is not None
+        emissions = self.tagger(batch)
+        nll = 0.0
+        if batch.tags is not None:
+            tags, mask = batch.tags.to(emissions.device), batch.mask.to(emissions.device)
+            nll = float(self.tagger.head.nll(emissions, tags, mask, "sum"))
+        gold = [s.tags or [] for s in batch.sentences]
+        tokens = [s.tokens for s in batch.sentences]
+        kept = decoder.value
+        for value, metrics in zip(decoder.grid, self.grid_metrics, strict=True):
+            decoder.use(value)
+            pred = self.tagger.decode_labels(emissions, batch)
+            metrics.update(gold, pred, tokens, log_loss=nll, num_tokens=int(batch.mask.sum()))
+        decoder.use(kept)
+
+    def _choose_scale(self) -> dict[str, float]:
+        """Set the group decoder's scale to the dev-best candidate; that candidate's metrics."""
+        decoder = self.tagger.decoder
+        assert decoder is not None
+        results = []
+        for metrics in self.grid_metrics:
+            results.append(metrics.gather().compute())
+            metrics.reset()
+        best = max(
+            range(len(results)),
+            key=lambda i: (results[i].get("f1", 0.0), results[i].get("macro_f1", 0.0), -i),
+        )
+        decoder.use(decoder.grid[best])
+        self.log("val/decoder_scale", float(decoder.grid[best]), sync_dist=False)
+        return results[best]
 
     # ----------------------------------------------------------------------------- counting heads
     def on_train_epoch_start(self) -> None:  # noqa: D102
@@ -157,8 +206,11 @@ class TaggerModule(pl.LightningModule):
         self._eval_step(batch, "test")
 
     def _eval_end(self, stage: str) -> dict[str, float]:
-        metrics = self.metrics[stage].gather().compute()
-        self.metrics[stage].reset()
+        if stage == "val" and self.grid_metrics and not self.trainer.sanity_checking:
+            metrics = self._choose_scale()
+        else:
+            metrics = self.metrics[stage].gather().compute()
+            self.metrics[stage].reset()
         keep = {k: v for k, v in metrics.items() if isinstance(v, float) and math.isfinite(v)}
         self.log_dict({f"{stage}/{k}": v for k, v in keep.items()}, sync_dist=False)
         return metrics
@@ -198,10 +250,13 @@ class TaggerModule(pl.LightningModule):
                     "weight_decay": hp["weight_decay"],
                 }
             )
+        head_params = list(self.tagger.head.parameters())
+        if self.tagger.decoder is not None:
+            head_params += [p for p in self.tagger.decoder.parameters() if p.requires_grad]
         groups.append(
             {
                 "name": "head",
-                "params": list(self.tagger.head.parameters()),
+                "params": head_params,
                 "lr": hp["lr"],
                 "weight_decay": 0.0,
             }

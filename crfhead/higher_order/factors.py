@@ -1,0 +1,101 @@
+"""Kinds of non-local factors a decoder adds to a group, each kind with one weight (seed ``001``).
+
+A :class:`Factors` builds a group's patterns with unit scores and says which *kind* each belongs to, so
+a decoder can weight kinds (one weight per entity type, and one for all-``O`` phrases) and count how
+many of each hold in a labelling (the perceptron's feature counts):
+
+* :class:`Consistency` -- :func:`~crfhead.higher_order.builders.consistency_patterns` (identical
+  phrases of a tweet group take the same label subsequence; kinds: the entity types, then ``O``);
+* :class:`SkipChain` -- :func:`~crfhead.higher_order.builders.skip_patterns` (identical capitalised
+  tokens of a document take the same label; kinds: the entity types).
+
+A pattern's unit score may be an integer above 1 when the builder merged duplicates: it is the
+multiplicity the weight is multiplied by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from crfhead.higher_order.builders import consistency_patterns, skip_patterns
+from crfhead.higher_order.patterns import Pattern
+from crfhead.schemes import entity_types
+
+__all__ = ["Consistency", "Factors", "SkipChain"]
+
+
+def _label_type(label: str) -> str:
+    return "O" if label == "O" else label.partition("-")[2]
+
+
+class Factors:
+    """Base class: a group's patterns by kind."""
+
+    def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:
+        """The kinds, in a fixed order (one weight each)."""
+        raise NotImplementedError
+
+    def patterns(
+        self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
+    ) -> list[list[Pattern]]:
+        """The group's patterns (unit scores), one list per kind of :meth:`kinds`."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class Consistency(Factors):
+    """Identical phrases of a group rewarded for the same entity reading or for all ``O``.
+
+    Args:
+        max_length: the longest phrase, in tokens.
+        lowercase: compare tokens case-insensitively.
+    """
+
+    def __init__(self, max_length: int = 3, lowercase: bool = True) -> None:
+        if max_length < 1:
+            raise ValueError(f"max_length must be >= 1, got {max_length}")
+        self.max_length, self.lowercase = max_length, lowercase
+
+    def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:  # noqa: D102
+        return [*entity_types(labels, scheme), "O"]
+
+    def patterns(  # noqa: D102
+        self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
+    ) -> list[list[Pattern]]:
+        kinds = self.kinds(labels, scheme)
+        out: list[list[Pattern]] = [[] for _ in kinds]
+        where = {kind: i for i, kind in enumerate(kinds)}
+        for p in consistency_patterns(
+            group, labels, scheme, 1.0, max_length=self.max_length, lowercase=self.lowercase
+        ):
+            # An entity reading has a non-O cell; the all-O reading has none.
+            typed = [_label_type(labels[k]) for _, _, k in p.cells if labels[k] != "O"]
+            out[where[typed[0] if typed else "O"]].append(p)
+        return out
+
+
+class SkipChain(Factors):
+    """Identical (capitalised) tokens of a document rewarded for taking the same entity label.
+
+    Args:
+        capitalised_only: link only tokens whose first character is uppercase.
+    """
+
+    def __init__(self, capitalised_only: bool = True) -> None:
+        self.capitalised_only = capitalised_only
+
+    def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:  # noqa: D102
+        return list(entity_types(labels, scheme))
+
+    def patterns(  # noqa: D102
+        self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
+    ) -> list[list[Pattern]]:
+        kinds = self.kinds(labels, scheme)
+        out: list[list[Pattern]] = [[] for _ in kinds]
+        where = {kind: i for i, kind in enumerate(kinds)}
+        for p in skip_patterns(group, labels, 1.0, capitalised_only=self.capitalised_only):
+            out[where[_label_type(labels[p.cells[0][2]])]].append(p)
+        return out
