@@ -5,6 +5,12 @@ sentence per line, split on whitespace (``--input-format text``, e.g. tweets). O
 ``--output``): CoNLL lines ``token tag`` or JSON lines with the tokens, tags and every entity span
 with its exact probability under the CRF (:func:`crfhead.evaluation.spans.decode_with_confidence`), not a softmax
 of scores.
+
+Both input formats are read through :func:`crfhead.data.textfile.read_lines`, as training data is: a
+UTF-8 byte-order mark is dropped (it would otherwise be part of the first token), bytes that are
+not UTF-8 name the file and line. A CoNLL input is read without a tag column (``tag_col=None``): a
+file of tokens alone is the usual input, and a labelled file's tags are ignored; a ``-DOCSTART-``
+inside a sentence is warned about (it splits the sentence there).
 """
 
 from __future__ import annotations
@@ -20,21 +26,31 @@ import torch
 from crfhead.data.conll import read_conll
 from crfhead.data.datamodule import collator_for
 from crfhead.data.sentence import Sentence
+from crfhead.data.textfile import read_lines
 from crfhead.evaluation.spans import decode_with_confidence
 from crfhead.training.module import TaggerModule
 
+__all__ = ["main", "read_input", "tag"]
+
 
 def read_input(path: Path, fmt: str) -> list[Sentence]:
-    """Sentences to tag."""
+    """Sentences to tag: ``fmt`` is ``"conll"`` (first column the token) or ``"text"``.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        TextEncodingError: the file is not UTF-8 (a :class:`ValueError` naming file and line).
+        CoNLLFormatError: a CoNLL line whose column count differs from the first line's.
+    """
     if not path.is_file():
         raise FileNotFoundError(f"input file not found: {path}")
     if fmt == "conll":
-        sentences, _ = read_conll(path, tag_col=None, warn=False)
+        # warn=True: with no tags nothing is repaired, so what it reports is what changes the
+        # output's sentences (a -DOCSTART- splitting one, empty sentences skipped).
+        sentences, _ = read_conll(path, tag_col=None, warn=True)
         return sentences
-    text = path.read_text(encoding="utf-8").replace("\r\n", "\n").replace("\r", "\n")
     return [
         Sentence(line.split(), id=f"{path.name}:{i}")
-        for i, line in enumerate(text.split("\n"), 1)
+        for i, line in enumerate(read_lines(path), 1)
         if line.split()
     ]
 

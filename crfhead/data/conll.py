@@ -7,18 +7,30 @@ One token per line, blank lines between sentences, ``-DOCSTART-`` lines between 
 too few columns names the file and line; a tag outside the input scheme names the tag, file and line;
 an invalid tag sequence (``I-X`` after ``O`` in BIO) is repaired with a warning and counted; an empty
 sentence (a run of blank lines) is skipped and counted.
+
+Input is read by :func:`crfhead.data.textfile.read_lines`: a UTF-8 byte-order mark is dropped (so a
+first ``-DOCSTART-`` is a marker, not a token), bytes that are not UTF-8 name the file, line and
+column, and messages quote at most 200 characters of a line. A file read with a tag column whose
+lines have one column only (the token: the tag column *is* the token column) has "no tag column",
+an error rather than tokens taken as tags; read it with ``tag_col=None`` for unlabelled text. A
+``-DOCSTART-`` line inside a sentence (no blank line before it) still ends the sentence, but is
+counted under :data:`DOCSTART_IN_SENTENCE` and so warned about: it usually means a file made by
+concatenation or a lost blank line.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
+from crfhead.data.textfile import quote, read_lines
 from crfhead.schemes import canonical_scheme, convert_tags, split_label
 
-__all__ = ["CoNLLFormatError", "read_conll", "write_conll"]
+__all__ = ["DOCSTART_IN_SENTENCE", "CoNLLFormatError", "read_conll", "write_conll"]
+
+DOCSTART_IN_SENTENCE = "-DOCSTART- inside a sentence (the sentence ended there)"
+"""Report event: a document marker with no blank line before it, in the middle of a sentence."""
 
 
 class CoNLLFormatError(ValueError):
@@ -57,16 +69,16 @@ def read_conll(
 
     Raises:
         FileNotFoundError: the file does not exist (the path is named).
-        CoNLLFormatError: a line with too few columns, or a tag outside ``scheme``.
+        CoNLLFormatError: a line with too few columns, one column only when ``tag_col`` is set
+            ("no tag column"), or a tag outside ``scheme``.
+        TextEncodingError: the file is not UTF-8 (a :class:`ValueError` naming file and line).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"CoNLL file not found: {path}")
     scheme = canonical_scheme(scheme)
-    with path.open(encoding="utf-8", newline="") as handle:
-        text = handle.read()
     sentences, report = _parse(
-        io.StringIO(text.replace("\r\n", "\n").replace("\r", "\n")),
+        read_lines(path),
         name=str(path),
         stem=path.stem,
         token_col=token_col,
@@ -127,8 +139,7 @@ def _parse(
             )
         tokens, tags, extra = [], [], {key: [] for key in columns}
 
-    for lineno, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\n")
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             if not tokens and prev_blank:
                 report.skipped_empty += 1
@@ -137,6 +148,8 @@ def _parse(
             continue
         fields = line.split(separator) if separator is not None else line.split()
         if fields[0] == docstart:
+            if tokens:
+                report.count(DOCSTART_IN_SENTENCE, f"{name}, line {lineno}")
             flush()
             if report.documents or sentences:
                 doc += 1
@@ -148,12 +161,22 @@ def _parse(
         elif len(fields) != width:
             raise CoNLLFormatError(
                 f"{name}, line {lineno}: expected {width} columns as on line {width_line}, "
-                f"got {len(fields)}: {line!r}"
+                f"got {len(fields)}: {quote(line)}"
             )
         if len(fields) < needed:
             raise CoNLLFormatError(
                 f"{name}, line {lineno}: expected at least {needed} columns, got {len(fields)}: "
-                f"{line!r}"
+                f"{quote(line)}"
+            )
+        # The default tag column, the last, is the token column itself on a one-column line: the
+        # token would be read as its own tag (silently so for tokens like "O"), so say what is
+        # missing instead. Only the first token line can get here: the others have its width.
+        if tag_col is not None and tag_col % len(fields) == token_col % len(fields):
+            raise CoNLLFormatError(
+                f"{name}, line {lineno}: no tag column: the line has {len(fields)} column(s) and "
+                f"the tag column ({tag_col}) is the token column ({token_col}); a training or "
+                f"evaluation file needs 'token ... tag' lines (read unlabelled text with "
+                f"tag_col=None): {quote(line)}"
             )
         if not tokens:
             first_line = lineno
@@ -164,7 +187,9 @@ def _parse(
             try:
                 split_label(tag, scheme)
             except ValueError as err:
-                raise CoNLLFormatError(f"{name}, line {lineno}: {err}") from None
+                # The scheme's message quotes the tag whole: bound it, keep the explanation.
+                message = str(err).replace(repr(tag), quote(tag))
+                raise CoNLLFormatError(f"{name}, line {lineno}: {message}") from None
             tags.append(tag)
         for key, col in columns.items():
             extra[key].append(fields[col])

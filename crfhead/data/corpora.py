@@ -6,10 +6,17 @@
   never published).
 * :class:`CoNLLCorpus` -- any three column files (CoNLL-2003, WNUT 2017, your own); relative paths
   are resolved under ``$CRFHEAD_DATA``.
+
+Every ``load()`` refuses a split with no sentences (:func:`require_sentences`): an empty training
+file, a path to the wrong file, or a held-out fraction of a tiny corpus that rounds to nothing would
+otherwise surface later as Lightning's messages about empty data loaders or an empty vocabulary,
+which name neither the file nor the split. The check is here, where the file names are known, and
+so runs when the data module loads its corpus, before any trainer exists.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from crfhead.data.conll import read_conll
@@ -18,9 +25,26 @@ from crfhead.data.msm2013 import read_msm2013, split_msm2013
 from crfhead.data.paths import data_dir
 from crfhead.data.sentence import Sentence
 
-__all__ = ["CoNLLCorpus", "Corpus", "FinanceCorpus", "MSM2013Corpus"]
+__all__ = ["CoNLLCorpus", "Corpus", "FinanceCorpus", "MSM2013Corpus", "require_sentences"]
 
 Splits = dict[str, list[Sentence]]
+
+
+def require_sentences(splits: Splits, sources: Mapping[str, str]) -> Splits:
+    """``splits`` itself, once every split is known to hold at least one sentence.
+
+    Args:
+        splits: the loaded splits, by name.
+        sources: what each split was read from, by split name (a file, or a corpus and its
+            arguments), for the message.
+
+    Raises:
+        ValueError: a split with no sentences, naming its source and the split.
+    """
+    for split, sentences in splits.items():
+        if not sentences:
+            raise ValueError(f"{sources[split]}: the {split} split has no sentences")
+    return splits
 
 
 class Corpus:
@@ -64,7 +88,15 @@ class FinanceCorpus(Corpus):
             for part in (docs[: self.train_docs], docs[self.train_docs :])
         ]
         test = [s for d in generate_documents(self.test_seed, self.test_docs) for s in d]
-        return {"train": flat[0], "dev": flat[1], "test": test}
+        splits = {"train": flat[0], "dev": flat[1], "test": test}
+        return require_sentences(
+            splits,
+            {
+                "train": f"FinanceCorpus(seed={self.seed}, train_docs={self.train_docs})",
+                "dev": f"FinanceCorpus(seed={self.seed}, dev_docs={self.dev_docs})",
+                "test": f"FinanceCorpus(test_seed={self.test_seed}, test_docs={self.test_docs})",
+            },
+        )
 
 
 class MSM2013Corpus(Corpus):
@@ -79,9 +111,15 @@ class MSM2013Corpus(Corpus):
         self.split_seed, self.path = split_seed, path
 
     def load(self) -> Splits:  # noqa: D102
-        sentences, _ = read_msm2013(self.path, scheme=self.scheme)
+        sentences, report = read_msm2013(self.path, scheme=self.scheme)
         train, dev, test = split_msm2013(sentences, seed=self.split_seed)
-        return {"train": train, "dev": dev, "test": test}
+        # One file, three splits: the message says how many tweets the file gave, so a tiny or
+        # empty file is told apart from a split whose fraction rounds to nothing.
+        source = f"{report.source} ({len(sentences)} tweets, split seed {self.split_seed})"
+        return require_sentences(
+            {"train": train, "dev": dev, "test": test},
+            dict.fromkeys(("train", "dev", "test"), source),
+        )
 
 
 class CoNLLCorpus(Corpus):
@@ -103,7 +141,12 @@ class CoNLLCorpus(Corpus):
 
     def load(self) -> Splits:  # noqa: D102
         out: Splits = {}
+        sources: dict[str, str] = {}
         for split, name in self.files.items():
             path = Path(name) if Path(name).is_absolute() else data_dir() / name
             out[split], _ = read_conll(path, scheme=self.scheme, separator=self.separator)
+            sources[split] = f"CoNLL file {path}"
+            # Checked per file as read, so an empty train file is named before dev and test are
+            # even opened (and before a bad line in them could be the first error reported).
+            require_sentences({split: out[split]}, sources)
         return out

@@ -33,6 +33,7 @@ from random import Random
 
 from crfhead.data.paths import data_path
 from crfhead.data.sentence import ReadReport, Sentence
+from crfhead.data.textfile import quote, read_lines
 from crfhead.schemes import Span, canonical_scheme, spans_to_tags
 
 __all__ = [
@@ -95,7 +96,6 @@ _TYPE_ALIASES = {
 _ITEM = re.compile(r"\s*([A-Za-z]+)\s*([/:])(.*)", re.DOTALL)
 # A text field that begins with annotation items the tab before it swallowed: `PER/x; "text"`.
 _SPILL = re.compile(r'\s*((?:[A-Za-z]+\s*/[^;"\t]*;\s*)+)(".*")\s*', re.DOTALL)
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 _LEVELS: tuple[tuple[str, Callable[[str], str]], ...] = (
     (ALIGNED_EXACT, lambda tok: tok),
     (ALIGNED_CASE_INSENSITIVE, lambda tok: tok.casefold()),
@@ -142,6 +142,7 @@ def read_msm2013(
     Raises:
         FileNotFoundError: the file does not exist (the path is named).
         MSM2013FormatError: a line without exactly three tab-separated fields, or with an empty id.
+        TextEncodingError: the file is not UTF-8 (a :class:`ValueError` naming file and line).
         ValueError: an unknown ``scheme``.
     """
     scheme = canonical_scheme(scheme)
@@ -190,6 +191,7 @@ def read_msm2013_test(
     Raises:
         FileNotFoundError: the file does not exist (the path is named).
         MSM2013FormatError: a line with other than two or three tab-separated fields, or an empty id.
+        TextEncodingError: the file is not UTF-8 (a :class:`ValueError` naming file and line).
     """
     file = _resolve(path, "TweetsTestSetCH.tsv")
     report = ReadReport(source=str(file))
@@ -298,14 +300,13 @@ def _resolve(path: str | Path | None, default: str) -> Path:
 def _records(
     file: Path, report: ReadReport, *, expected: Collection[int], what: str
 ) -> list[tuple[int, list[str]]]:
-    """``(line number, fields)`` of each non-blank line; a bad field count or empty id raises."""
-    with file.open(encoding="utf-8-sig", newline="") as handle:
-        text = handle.read()
-    lines = _NEWLINE.split(text)
-    if lines and lines[-1] == "":
-        lines.pop()  # the terminator of the last line
+    """``(line number, fields)`` of each non-blank line; a bad field count or empty id raises.
+
+    The lines come from :func:`~crfhead.data.textfile.read_lines` (BOM dropped, any line ending,
+    bytes that are not UTF-8 named by file and line), as for every other reader.
+    """
     out = []
-    for lineno, line in enumerate(lines, start=1):
+    for lineno, line in enumerate(read_lines(file), start=1):
         if not line.strip():
             report.count(BLANK_LINES, f"{file.name}, line {lineno}")
             continue
@@ -314,11 +315,11 @@ def _records(
             counts = " or ".join(str(n) for n in sorted(expected))
             raise MSM2013FormatError(
                 f"{file}, line {lineno}: expected {counts} tab-separated fields ({what}), "
-                f"got {len(fields)}: {_shorten(line)!r}"
+                f"got {len(fields)}: {quote(line)}"
             )
         fields[0] = fields[0].strip()
         if not fields[0]:
-            raise MSM2013FormatError(f"{file}, line {lineno}: empty tweet id: {_shorten(line)!r}")
+            raise MSM2013FormatError(f"{file}, line {lineno}: empty tweet id: {quote(line)}")
         out.append((lineno, fields))
     return out
 
@@ -335,7 +336,7 @@ def _unquote(
     if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
         text = text[1:-1].replace('""', '"')
     elif text[:1] == '"' or text[-1:] == '"':
-        report.count(UNBALANCED_QUOTE, f"{tweet_id}: {_shorten(raw)!r}")
+        report.count(UNBALANCED_QUOTE, f"{tweet_id}: {quote(raw, limit=100)}")
     return text, spilled
 
 
@@ -400,10 +401,6 @@ def _finish(report: ReadReport, sentences: list[Sentence], warn: bool) -> None:
     report.tokens = sum(len(s) for s in sentences)
     if warn and (report.skipped_empty or any(e not in _BENIGN for e in report.notes)):
         warnings.warn(report.summary(), stacklevel=3)
-
-
-def _shorten(text: str, limit: int = 100) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --- splitting ----------------------------------------------------------------------------------

@@ -1,0 +1,112 @@
+r"""Reading input text files, and quoting their lines in error messages, the same way everywhere.
+
+Every reader of user files (:mod:`crfhead.data.conll`, :mod:`crfhead.data.msm2013`, ``predict.py``)
+goes through :func:`read_lines`, so the same input gives the same lines and the same errors:
+
+* a UTF-8 byte-order mark at the start of the file is dropped (editors on Windows write one; left
+  in, it glues itself to the first token: ``\ufeff-DOCSTART-`` is then a token, not a marker);
+* a byte sequence that is not UTF-8 raises :class:`TextEncodingError` naming the file, the line and
+  the column, not a bare :class:`UnicodeDecodeError` with a byte offset;
+* ``\n``, ``\r\n`` and ``\r`` all end a line (the #MSM2013 test file uses ``\r``); nothing else
+  does (unlike :meth:`str.splitlines`, which also splits on ``\x1c``, ``\u2028``, ...: those stay
+  inside a line, where a reader can reject or keep them).
+
+:func:`quote` bounds what a message shows of an offending line, so a 1 MB line (a file with no line
+breaks, a binary file) gives a readable error rather than a megabyte of terminal output.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["QUOTE_LIMIT", "TextEncodingError", "clip", "quote", "read_lines"]
+
+QUOTE_LIMIT = 200
+"""The most characters of a line an error message quotes."""
+
+_BOM = b"\xef\xbb\xbf"
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_BYTE_NEWLINE = re.compile(rb"[\r\n]")
+# Byte-order marks of encodings that are not UTF-8 but are often mistaken for it: named in the
+# error, since their bytes fail to decode on line 1 with an otherwise puzzling message.
+_FOREIGN_BOMS = (
+    (b"\xff\xfe", "UTF-16 (little-endian)"),
+    (b"\xfe\xff", "UTF-16 (big-endian)"),
+)
+
+
+class TextEncodingError(ValueError):
+    """A file that is not valid UTF-8; the message names the file, line and column.
+
+    A :class:`ValueError` (as :class:`UnicodeDecodeError` is), so callers that catch bad input as
+    ``ValueError`` keep working.
+    """
+
+
+def clip(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text``, cut to ``limit`` characters with a note of its full length if it is longer."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters in all)"
+
+
+def quote(line: str, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(line)`` for an error message, showing at most ``limit`` characters of it.
+
+    A longer line is cut, and the cut is said outside the quotes (``'abc'... (1,000,000 characters
+    in all)``) so that it cannot be mistaken for the line's own text.
+    """
+    if len(line) <= limit:
+        return repr(line)
+    return f"{line[:limit]!r}... ({len(line):,} characters in all)"
+
+
+def read_lines(path: str | Path) -> list[str]:
+    r"""The lines of a UTF-8 text file, without their terminators and without a leading BOM.
+
+    The file is read whole (the corpora read here are tens of MB at most) and decoded strictly.
+    A final line terminator does not start another (empty) line, so ``"a\nb\n"`` is two lines;
+    line ``n`` of the result is ``lines[n - 1]``, the numbering every reader's messages use.
+
+    Raises:
+        FileNotFoundError: the file does not exist (the caller usually checks first, naming it).
+        TextEncodingError: the file is not UTF-8: the message names the file, the line and column
+            of the first bad byte, the byte, and (quoted, bad bytes escaped) that line.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _encoding_error(path, data, err) from None
+    lines = _NEWLINE.split(text)
+    if lines[-1] == "":
+        lines.pop()  # the terminator of the last line, or an empty file
+    return lines
+
+
+def _encoding_error(path: Path, data: bytes, err: UnicodeDecodeError) -> TextEncodingError:
+    # Strict decoding stops at the first bad byte, so everything before it decodes: count its
+    # lines with the same terminators as read_lines.
+    before = _NEWLINE.split(data[: err.start].decode("utf-8"))
+    lineno, column = len(before), len(before[-1]) + 1
+    start = err.start - len(before[-1].encode("utf-8"))
+    newline = _BYTE_NEWLINE.search(data, err.start)
+    end = newline.start() if newline else len(data)
+    line = data[start:end].decode("utf-8", errors="backslashreplace")
+    bad = " ".join(f"0x{b:02x}" for b in data[err.start : err.end])
+    hint = next(
+        (
+            f" (it starts with a {name} byte-order mark)"
+            for bom, name in _FOREIGN_BOMS
+            if data.startswith(bom)
+        ),
+        "",
+    )
+    return TextEncodingError(
+        f"{path}, line {lineno}, column {column}: not UTF-8 (byte {bad}){hint}; save the file "
+        f"as UTF-8: {quote(line)}"
+    )
