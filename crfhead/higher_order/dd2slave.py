@@ -35,6 +35,7 @@ def dd2slave(
     max_iterations: int = 300,
     step: str = "polyak",
     step_size: float | None = None,
+    backend: str = "scipy",
 ) -> DecodeResult:
     """Decode ``group`` by 2-slave dual decomposition.
 
@@ -44,6 +45,8 @@ def dd2slave(
         step: ``"polyak"`` or ``"diminishing"`` (see the module docstring).
         step_size: ``γ``'s start for Polyak (default 1), ``α0`` for the diminishing rule (default: the
             mean absolute pattern score).
+        backend: the pattern slave's max-flow, ``"scipy"`` or ``"ortools"`` (optional package;
+            :func:`~crfhead.higher_order.pseudo_boolean.maximize`).
     """
     if max_iterations < 1:
         raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
@@ -57,16 +60,24 @@ def dd2slave(
     theta = np.zeros(V)
     scale = float(np.mean([abs(p.score) for p in group.patterns] or [1.0]))
     loop = Subgradient((B, T), step, step_size, scale)
+    # The chain slave's labelling often repeats between iterations: its full score is then reused.
+    last_tags: torch.Tensor | None = None
+    last_score = 0.0
     for _ in range(max_iterations):
         theta_t = torch.as_tensor(theta, dtype=emissions.dtype, device=emissions.device)
         chain_value, tags = viterbi_with(group, add_to_cells(emissions, tokens, labels, theta_t))
         linear = base.copy()
         linear[:V] -= theta
-        x, _, bound = maximize(rep.pb.with_linear(linear))
+        x, _, bound = maximize(rep.pb.with_linear(linear), backend=backend)
         flat = tags.reshape(-1).cpu().numpy()
         chosen = (flat[rep.coupled[:, 0]] == rep.coupled[:, 1]).astype(np.float64)
         g = chosen - x[:V].astype(np.float64)
-        alpha = loop.record(chain_value + bound - rep.constant, group.score(tags), tags, g @ g)
+        if last_tags is None or not torch.equal(tags, last_tags):
+            last_tags, last_score = tags, group.score(tags)
+        # g is in {-1, 0, 1}: |g|² is the count of its non-zeros, exact (and without BLAS, whose
+        # threaded dot product costs milliseconds on a busy machine).
+        norm2 = float(np.count_nonzero(g))
+        alpha = loop.record(chain_value + bound - rep.constant, last_score, tags, norm2)
         if alpha is None:
             break
         theta -= alpha * g

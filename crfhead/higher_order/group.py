@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -56,15 +57,20 @@ class Group:
         T = self.shape[1]
         device = self.chain.emissions.device
         P = len(self.patterns)
-        S = max((len(p.cells) for p in self.patterns), default=1)
-        tokens = torch.zeros(P, S, dtype=torch.long)
-        labels = torch.zeros(P, S, dtype=torch.long)
-        valid = torch.zeros(P, S, dtype=torch.bool)
-        for i, p in enumerate(self.patterns):
-            n = len(p.cells)
-            tokens[i, :n] = torch.tensor([b * T + t for b, t, _ in p.cells])
-            labels[i, :n] = torch.tensor([k for _, _, k in p.cells])
-            valid[i, :n] = True
+        sizes = np.fromiter((len(p.cells) for p in self.patterns), dtype=np.int64, count=P)
+        S = int(sizes.max()) if P else 1
+        # One flat (b, t, k) array for all cells, scattered into the padded (P, S) tables at once.
+        flat = np.array([c for p in self.patterns for c in p.cells], dtype=np.int64).reshape(-1, 3)
+        row = np.repeat(np.arange(P), sizes)
+        col = np.arange(flat.shape[0]) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        tokens_np = np.zeros((P, S), dtype=np.int64)
+        labels_np = np.zeros((P, S), dtype=np.int64)
+        valid_np = np.zeros((P, S), dtype=np.bool_)
+        tokens_np[row, col] = flat[:, 0] * T + flat[:, 1]
+        labels_np[row, col] = flat[:, 2]
+        valid_np[row, col] = True
+        tokens, labels = torch.from_numpy(tokens_np), torch.from_numpy(labels_np)
+        valid = torch.from_numpy(valid_np)
         scores = torch.tensor([p.score for p in self.patterns], dtype=torch.float64)
         return tokens.to(device), labels.to(device), valid.to(device), scores.to(device)
 

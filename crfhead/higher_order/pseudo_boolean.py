@@ -22,24 +22,38 @@ far coarser than a certificate needs on a 10⁴-node graph, so :func:`maximize` 
 and repeats until the gap is at the level of float64 round-off. Flows rounded down are feasible for
 the true capacities, so their summed value is a guaranteed lower bound on the minimum cut, and
 ``-K0 - flow`` a guaranteed upper bound on ``max f`` (the proof is in :func:`maximize`).
+
+The arc structure is built once per function and shared by every :meth:`QuadraticPB.with_linear`
+copy (the dual decomposition changes only the linear terms); the max-flow runs on the subgraph
+without the variables that have no pairwise term (see :class:`_Graph`). scipy's ``maximum_flow``
+has no warm start (each call rebuilds its residual structure from the CSR input), so every round
+solves from zero. The optional backend ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``, Apache-2.0,
+push–relabel on int64 capacities) keeps one solver per graph and only resets capacities.
 """
 
 from __future__ import annotations
 
+import copy
+import importlib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
-__all__ = ["QuadraticPB", "maximize"]
+__all__ = ["BACKENDS", "QuadraticPB", "maximize"]
 
 # Integer capacities of one round are at most 2**29: a residual arc (capacity plus the reverse arc's
 # flow) and the flow value (at most the cut of the best labelling so far, also scaled to 2**29) then
 # stay below int32's 2**31 with room to spare.
 _TOP = float(2**29)
 _EPS = float(np.finfo(np.float64).eps)
+# OR-Tools' int64 capacities are scaled so that their sum, which bounds every flow and excess, is at
+# most 2**62.
+_TOP64 = float(2**62)
+
+BACKENDS = ("scipy", "ortools")
 
 
 def _frozen(a: object, dtype: type[np.generic], name: str) -> np.ndarray:
@@ -54,29 +68,113 @@ def _frozen(a: object, dtype: type[np.generic], name: str) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Graph:
-    """The arc structure of a :class:`QuadraticPB`'s cut graph, shared by every ``with_linear`` copy.
-
-    Nodes ``0..n-1`` are the variables, ``n`` the source, ``n + 1`` the sink. Every arc is stored with
-    its reverse (capacity 0 where there is none), sorted by (tail, head), so the CSR matrix is canonical
-    and the flow scipy returns has exactly this sparsity structure.
+class _Arcs:
+    """A CSR arc list: every arc with its reverse, sorted by (tail, head).
 
     Attributes:
         tails, heads: ``(A,)`` int64, the arcs in CSR order.
-        indptr: ``(n + 3,)`` int32 and ``indices`` ``(A,)`` int32: the CSR structure.
-        base: ``(A,)`` float64, the pairwise capacities ``a/2`` (terminal arcs 0).
-        source_arcs, sink_arcs: ``(n,)`` int64: the positions of ``s → u`` and of ``u → t``.
-        half_degree: ``(n,)`` float64, ``½ Σ_{v~u} a_uv``.
+        indptr: ``(N + 1,)`` int32 and ``indices`` ``(A,)`` int32: the CSR structure over ``N`` nodes.
     """
 
     tails: np.ndarray
     heads: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Graph(_Arcs):
+    """The arc structure of a :class:`QuadraticPB`'s cut graph, shared by every ``with_linear`` copy.
+
+    Nodes ``0..n-1`` are the variables, ``n`` the source, ``n + 1`` the sink. Every arc is stored with
+    its reverse (capacity 0 where there is none), sorted by (tail, head), so the CSR matrix is canonical
+    and the flow scipy returns has exactly this sparsity structure.
+
+    The capacities and the flow are kept on these ``A`` arcs; the max-flow itself runs on ``flow_arcs``,
+    the subgraph without the *isolated* variables (no pairwise arc): such a node carries no flow (its
+    only non-zero arc is ``s → u`` or ``u → t``), so it is on the sink side exactly when its ``s → u``
+    capacity of the round is 0. Its nodes keep their order, so Dinic visits the rest as on the full
+    graph and pushes the same flow; the subgraph has a fraction of the arcs on pattern graphs, where
+    most ``z``'s are labels no pattern names.
+
+    Attributes:
+        base: ``(A,)`` float64, the pairwise capacities ``a/2`` (terminal arcs 0).
+        source_arcs, sink_arcs: ``(n,)`` int64: the positions of ``s → u`` and of ``u → t``.
+        half_degree: ``(n,)`` float64, ``½ Σ_{v~u} a_uv``.
+        isolated: ``(n,)`` bool, the variables without a pairwise arc.
+        flow_arcs: the subgraph over the ``n'`` other variables (renumbered in order), the source
+            ``n'`` and the sink ``n' + 1``.
+        kept: ``(A',)`` int64, the position in ``A`` of each arc of ``flow_arcs``.
+    """
+
     base: np.ndarray
     source_arcs: np.ndarray
     sink_arcs: np.ndarray
     half_degree: np.ndarray
+    isolated: np.ndarray
+    flow_arcs: _Arcs
+    kept: np.ndarray
+    _solvers: dict[str, _PushRelabel] = field(default_factory=dict, repr=False, compare=False)
+
+    def push_relabel(self) -> _PushRelabel:
+        """The OR-Tools solver over the subgraph, built on first use and kept with the graph."""
+        if "ortools" not in self._solvers:
+            self._solvers["ortools"] = _PushRelabel(self)
+        return self._solvers["ortools"]
+
+
+class _PushRelabel:
+    """OR-Tools' ``SimpleMaxFlow`` holding the subgraph's arcs; each round only sets capacities.
+
+    Only the arcs that can have a capacity are given to OR-Tools (pairwise arcs, ``s → u``, ``u → t``;
+    it keeps the reverse arcs itself); their flows are mapped back onto the ``A`` arcs of
+    :class:`_Graph` as a skew-symmetric flow, as scipy returns it.
+    """
+
+    def __init__(self, graph: _Graph) -> None:
+        try:
+            max_flow = importlib.import_module("ortools.graph.python.max_flow")
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                'backend="ortools" needs the optional package ortools (pip install ortools)'
+            ) from error
+        A = graph.tails.shape[0]
+        n = graph.half_degree.shape[0]
+        arc_nodes = n + 2
+        terminal = np.zeros(A, dtype=np.bool_)
+        terminal[graph.source_arcs] = True
+        terminal[graph.sink_arcs] = True
+        usable = np.zeros(A, dtype=np.bool_)
+        usable[graph.kept] = (graph.base[graph.kept] > 0) | terminal[graph.kept]
+        self.positions = np.flatnonzero(usable)  # (A_o,) positions in A
+        keys = graph.tails * arc_nodes + graph.heads  # sorted: the arcs are in CSR order
+        reverse = graph.heads[self.positions] * arc_nodes + graph.tails[self.positions]
+        self.reverse = np.searchsorted(keys, reverse)  # (A_o,) the reverse arcs' positions
+        sub = graph.flow_arcs
+        self.n_sub = sub.indptr.shape[0] - 3
+        where = np.full(A, -1, dtype=np.int64)
+        where[graph.kept] = np.arange(graph.kept.shape[0])
+        sub_arcs = where[self.positions]
+        self.solver = max_flow.SimpleMaxFlow()
+        self.arcs = self.solver.add_arcs_with_capacity(
+            sub.tails[sub_arcs], sub.heads[sub_arcs], np.zeros(sub_arcs.shape[0], dtype=np.int64)
+        )
+
+    def solve(self, integer: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+        """One round with capacities ``integer`` ``(A,)`` int64: as :func:`_dinic`."""
+        flow = np.zeros(integer.shape[0], dtype=np.int64)
+        x_sub = np.ones(self.n_sub + 2, dtype=np.bool_)
+        if self.positions.shape[0] == 0:
+            return flow, 0, x_sub[: self.n_sub]
+        self.solver.set_arcs_capacity(self.arcs, integer[self.positions])
+        status = self.solver.solve(self.n_sub, self.n_sub + 1)
+        if status != self.solver.OPTIMAL:  # pragma: no cover - the capacities are scaled to fit
+            raise RuntimeError(f"OR-Tools max flow failed: {status}")
+        arc_flow = np.asarray(self.solver.flows(self.arcs), dtype=np.int64)
+        flow[self.positions] = arc_flow
+        flow[self.reverse] -= arc_flow
+        x_sub[np.asarray(self.solver.get_source_side_min_cut(), dtype=np.int64)] = False
+        return flow, int(self.solver.optimal_flow()), x_sub[: self.n_sub]
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,10 +254,15 @@ class QuadraticPB:
 
     def with_linear(self, linear: np.ndarray) -> QuadraticPB:
         """The same function with ``linear`` ``(n,)`` as its linear terms; the cut graph is shared."""
-        linear = np.asarray(linear, dtype=np.float64)
+        linear = np.array(linear, dtype=np.float64, copy=True)
         if linear.shape != (self.n,):
             raise ValueError(f"linear must have shape ({self.n},), got {linear.shape}")
-        out = replace(self, linear=linear)
+        if not np.isfinite(linear).all():
+            raise ValueError("linear must be finite")
+        linear.flags.writeable = False
+        # The other fields were validated when ``self`` was made: copy them without ``__post_init__``.
+        out = copy.copy(self)
+        object.__setattr__(out, "linear", linear)
         object.__setattr__(out, "_graph", self._graph_structure())
         return out
 
@@ -193,31 +296,51 @@ def _build_graph(pb: QuadraticPB) -> _Graph:
     position = np.empty_like(order)
     position[order] = np.arange(order.shape[0])
     p = pa.shape[0]
-    counts = np.bincount(tails, minlength=n + 2)
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    tails, heads = tails[order], heads[order]
+    isolated = np.ones(n, dtype=np.bool_)
+    isolated[pu] = False
+    isolated[pv] = False
+    # The subgraph: drop the isolated nodes' arcs, renumber the rest (order kept), s = n', t = n' + 1.
+    renumber = np.full(n + 2, -1, dtype=np.int64)
+    on = np.concatenate([~isolated, [True, True]])
+    renumber[on] = np.arange(int(on.sum()), dtype=np.int64)
+    kept = np.flatnonzero(on[tails] & on[heads])
+    sub_tails, sub_heads = renumber[tails[kept]], renumber[heads[kept]]
     return _Graph(
-        tails=tails[order],
-        heads=heads[order],
-        indptr=indptr,
-        indices=heads[order].astype(np.int32),
+        tails=tails,
+        heads=heads,
+        indptr=_indptr(tails, n + 2),
+        indices=heads.astype(np.int32),
         base=caps[order],
         source_arcs=position[2 * p : 2 * p + n],
         sink_arcs=position[2 * p + 2 * n : 2 * p + 3 * n],
         half_degree=half_degree,
+        isolated=isolated,
+        flow_arcs=_Arcs(
+            tails=sub_tails,
+            heads=sub_heads,
+            indptr=_indptr(sub_tails, int(on.sum())),
+            indices=sub_heads.astype(np.int32),
+        ),
+        kept=kept,
     )
 
 
-def _aligned_flow(flow: csr_array, graph: _Graph) -> np.ndarray:
+def _indptr(tails: np.ndarray, nodes: int) -> np.ndarray:
+    """``(nodes + 1,)`` int32: the CSR row pointer of arcs ``tails`` ``(A,)`` sorted by tail."""
+    return np.concatenate([[0], np.cumsum(np.bincount(tails, minlength=nodes))]).astype(np.int32)
+
+
+def _aligned_flow(flow: csr_array, graph: _Arcs) -> np.ndarray:
     """The flow on each arc of ``graph`` ``(A,)`` int64 (scipy keeps the canonical structure given)."""
     if np.array_equal(flow.indptr, graph.indptr) and np.array_equal(flow.indices, graph.indices):
         return np.asarray(flow.data, dtype=np.int64)
     return np.asarray(flow[graph.tails, graph.heads], dtype=np.int64).reshape(-1)
 
 
-def _sink_side(graph: _Graph, open_arcs: np.ndarray, n: int) -> np.ndarray:
-    """``(n,)`` bool: the nodes the source cannot reach over ``open_arcs`` ``(A,)`` bool (``x = 1``)."""
-    counts = np.bincount(graph.tails[open_arcs], minlength=n + 2)
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+def _sink_side(graph: _Arcs, open_arcs: np.ndarray, n: int) -> np.ndarray:
+    """``(n,)`` bool: the nodes the source ``n`` cannot reach over ``open_arcs`` ``(A,)`` bool (``x = 1``)."""
+    indptr = _indptr(graph.tails[open_arcs], n + 2)
     indices = graph.indices[open_arcs]
     residual = csr_array((np.ones(indices.shape[0]), indices, indptr), shape=(n + 2, n + 2))
     reached = breadth_first_order(residual, n, directed=True, return_predecessors=False)
@@ -226,8 +349,25 @@ def _sink_side(graph: _Graph, open_arcs: np.ndarray, n: int) -> np.ndarray:
     return x[:n]
 
 
+def _dinic(graph: _Graph, integer: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """One scipy Dinic round on the subgraph with capacities ``integer`` ``(A,)``.
+
+    Returns the skew-symmetric flow ``(A,)`` int64 on every arc, its value, and the sink side
+    ``(n',)`` bool of the subgraph's variables.
+    """
+    sub = graph.flow_arcs
+    n_sub = sub.indptr.shape[0] - 3
+    sub_integer = integer[graph.kept]
+    graph_k = csr_array((sub_integer, sub.indices, sub.indptr), shape=(n_sub + 2, n_sub + 2))
+    result = maximum_flow(graph_k, n_sub, n_sub + 1, method="dinic")
+    flow = np.zeros(integer.shape[0], dtype=np.int64)
+    sub_flow = _aligned_flow(result.flow, sub)
+    flow[graph.kept] = sub_flow
+    return flow, int(result.flow_value), _sink_side(sub, sub_integer > sub_flow, n_sub)
+
+
 def maximize(
-    pb: QuadraticPB, *, tolerance: float = 0.0, max_rounds: int = 8
+    pb: QuadraticPB, *, tolerance: float = 0.0, max_rounds: int = 8, backend: str = "scipy"
 ) -> tuple[np.ndarray, float, float]:
     """Maximise ``pb`` by minimum cut: ``(x, value, bound)``.
 
@@ -251,7 +391,18 @@ def maximize(
             default 0 refines to round-off, typically 2–3 rounds on a 10⁴-node graph, while one round
             alone can leave a gap of a few score units there.
         max_rounds: the most integer max-flow rounds (each at a finer scale), at least 1.
+        backend: one of :data:`BACKENDS`: ``"scipy"`` (the default, Dinic on int32 capacities, the
+            reference results) or ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``, push–relabel on int64
+            capacities scaled to ``2**62`` of their sum, so one round usually reaches round-off; the
+            optional package ``ortools``). Both return a true bound and the minimal minimum cut of
+            their integer capacities; labellings can differ only where the maximum is tied up to
+            the rounding.
+
+    Raises:
+        ImportError: ``backend="ortools"`` without the ``ortools`` package.
     """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
     if not tolerance >= 0.0:
@@ -274,6 +425,7 @@ def maximize(
     )
     in_t = np.zeros(n + 2, dtype=np.bool_)
     in_t[n + 1] = True
+    solver = None if backend == "scipy" else graph.push_relabel()
 
     def cut_arcs(x: np.ndarray) -> np.ndarray:
         in_t[:n] = x
@@ -292,18 +444,24 @@ def maximize(
         bound_left = float(remaining[cut_arcs(best)].sum())  # >= the flow still to push
         if bound_left <= 0.0:
             break
-        scale = _TOP / bound_left
-        integer = np.floor(np.minimum(remaining, bound_left) * scale).astype(np.int32)
-        graph_k = csr_array((integer, graph.indices, graph.indptr), shape=(n + 2, n + 2))
-        result = maximum_flow(graph_k, n, n + 1, method="dinic")
-        flow = _aligned_flow(result.flow, graph)
-        pushed += float(result.flow_value) / scale
+        clipped = np.minimum(remaining, bound_left)
+        if solver is None:
+            scale = _TOP / bound_left
+            integer = np.floor(clipped * scale).astype(np.int32)
+            flow, flow_value, x_sub = _dinic(graph, integer)
+        else:
+            scale = _TOP64 / max(bound_left, float(clipped.sum()))
+            integer = np.floor(clipped * scale).astype(np.int64)
+            flow, flow_value, x_sub = solver.solve(integer)
+        pushed += float(flow_value) / scale
         residual = residual - flow / scale
-        x = _sink_side(graph, integer > flow, n)
+        x = np.empty(n, dtype=np.bool_)
+        x[~graph.isolated] = x_sub
+        x[graph.isolated] = integer[graph.source_arcs[graph.isolated]] == 0
         value = pb.value(x)
         if value > best_value:
             best, best_value = x, value
-        elif result.flow_value == 0:
+        elif flow_value == 0:
             break  # nothing moved at this scale: a finer one sees the same cut
     bound = max(neg_k0 - pushed + slack, best_value)
     return best, best_value, bound

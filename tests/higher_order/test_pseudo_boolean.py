@@ -238,3 +238,38 @@ def test_value_refuses_a_non_binary_vector() -> None:
         pb.value(np.array([True]))
     with pytest.raises(ValueError):
         maximize(pb, max_rounds=0)
+
+
+def test_an_unknown_backend_is_refused() -> None:
+    with pytest.raises(ValueError, match="backend"):
+        maximize(QuadraticPB(np.zeros(2), [0], [1], [1.0]), backend="networkx")
+
+
+def test_with_linear_refuses_non_finite_terms() -> None:
+    pb = QuadraticPB(np.zeros(2), [0], [1], [1.0])
+    with pytest.raises(ValueError):
+        pb.with_linear(np.array([np.inf, 0.0]))
+    with pytest.raises(ValueError):
+        pb.with_linear(np.zeros(3))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_isolated_variables_are_cut_off_the_flow_graph_exactly(seed: int) -> None:
+    """Variables without a pairwise term (most of a pattern graph) leave the max-flow subgraph.
+
+    The subgraph holds exactly the other variables, the answer is the enumerated maximum, and each
+    isolated variable follows the sign of its own linear term.
+    """
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 11))
+    pb = _random_pb(seed, n)
+    linear = pb.linear.copy()
+    linear[rng.random(n) < 0.5] = 0.0  # ties: zero terms on isolated variables
+    pb = QuadraticPB(linear, pb.left, pb.right, pb.quadratic, pb.constant)
+    graph = pb._graph_structure()
+    x, value, bound = maximize(pb)
+    _check_against_enumeration(pb, x, value, bound)
+    assert graph.flow_arcs.indptr.shape[0] - 3 == int((~graph.isolated).sum())
+    alone = pb.linear[graph.isolated]
+    assert not (x[graph.isolated] & (alone < 0)).any()
+    assert not (~x[graph.isolated] & (alone > 0)).any()
