@@ -22,9 +22,17 @@ from crfhead.data.vocab import Vocab
 from crfhead.heads.base import ChainHead
 from crfhead.training.group_decoder import GroupDecoder
 
-__all__ = ["DEFAULT_HEAD", "build_decoder", "build_encoder", "build_head", "data_sizes"]
+__all__ = [
+    "DEFAULT_ENCODER",
+    "DEFAULT_HEAD",
+    "build_decoder",
+    "build_encoder",
+    "build_head",
+    "data_sizes",
+]
 
 DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.heads.CRF"}
+DEFAULT_ENCODER: dict[str, Any] = {"class_path": "crfhead.encoders.IndicatorEncoder"}
 
 
 def _resolve(class_path: str, what: str, base: type) -> type:

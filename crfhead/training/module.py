@@ -23,7 +23,13 @@ from crfhead.data.vocab import Vocab
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.evaluation.report import format_report, write_report_json
 from crfhead.heads.base import CountingHead
-from crfhead.training.build import DEFAULT_HEAD, build_decoder, build_encoder, build_head
+from crfhead.training.build import (
+    DEFAULT_ENCODER,
+    DEFAULT_HEAD,
+    build_decoder,
+    build_encoder,
+    build_head,
+)
 from crfhead.training.model import Tagger
 
 __all__ = ["OPTIMIZERS", "TaggerModule"]
@@ -55,6 +61,8 @@ class TaggerModule(pl.LightningModule):
             needs a ``grouping``); ``labels`` and ``scheme`` come from the data. A decoder with a
             ``grid`` has its scale chosen on dev at every validation (logged as ``val/decoder_scale``,
             saved in the checkpoint); one that learns its weights trains them with the head.
+        divergence: stop training with an error when the loss, smoothed, exceeds this many times its
+            first non-zero value (a learning rate far too high); ``None``: never.
     """
 
     def __init__(
@@ -70,13 +78,19 @@ class TaggerModule(pl.LightningModule):
         optimizer: str = "adamw",
         report_dir: str | None = None,
         decoder: dict[str, Any] | None = None,
+        divergence: float | None = 1e3,
     ) -> None:
         super().__init__()
+        for name, value in (("lr", lr), ("backbone_lr", backbone_lr)):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if divergence is not None and not divergence > 1:
+            raise ValueError(f"divergence must be > 1 or None, got {divergence!r}")
         if vocabs is None:
             raise ValueError("vocabs missing: train.py links them from the data module")
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-        encoder = encoder or {"class_path": "crfhead.encoders.IndicatorEncoder"}
+        encoder = encoder or dict(DEFAULT_ENCODER)
         head = head or dict(DEFAULT_HEAD)
         self.save_hyperparameters()
         labels = LabelVocab.from_dict(vocabs["labels"])
@@ -101,6 +115,8 @@ class TaggerModule(pl.LightningModule):
         self.grid_metrics = [TaggingMetrics(labels.scheme, self.seen_words) for _ in grid]
         self.report_dir = report_dir
         self.test_report: dict[str, float] = {}
+        self._reference: float | None = None
+        self._smoothed: float | None = None
 
     # ----------------------------------------------------------------------------- steps
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:  # noqa: D102
@@ -117,8 +133,31 @@ class TaggerModule(pl.LightningModule):
                 f"{self.current_epoch}, batch {batch_idx} (first sentence ids {ids}); "
                 "lower the learning rate or check the inputs"
             )
+        self._check_divergence(float(loss.detach()), batch_idx)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.sentences))
         return loss
+
+    def _check_divergence(self, loss: float, batch_idx: int) -> None:
+        """Raise when the smoothed loss has grown ``divergence`` times above its first non-zero value.
+
+        The reference is the first loss above zero: a CRF's loss at initialisation, or a zero-initialised
+        perceptron's loss after its first update (before it every path ties and the loss is 0).
+        """
+        factor = self.hparams.get("divergence", 1e3)
+        if factor is None:
+            return
+        self._smoothed = loss if self._smoothed is None else 0.9 * self._smoothed + 0.1 * loss
+        if self._reference is None:
+            if loss > 0:
+                self._reference = loss
+            return
+        if self._smoothed > factor * self._reference:
+            raise FloatingPointError(
+                f"training diverged: the smoothed loss {self._smoothed:.4g} at global step "
+                f"{self.global_step}, epoch {self.current_epoch}, batch {batch_idx} is over "
+                f"{factor:g} times its first value {self._reference:.4g}; lower the learning rate "
+                f"(lr={self.hparams['lr']}) or set model.divergence"
+            )
 
     def _eval_step(self, batch: Batch, stage: str) -> None:
         if stage == "val" and self.grid_metrics and not self.trainer.sanity_checking:

@@ -328,7 +328,7 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
     config.write_text(
         config.read_text().replace(
             "        save_last: true\n",
-            f"        save_last: true\n    - class_path: pytorch_lightning.callbacks.OnExceptionCheckpoint\n"
+            f"        save_last: true\n    - class_path: crfhead.training.callbacks.OnExceptionCheckpoint\n"
             f"      init_args:\n        dirpath: {tmp_path}/interrupted\n",
         )
     )
@@ -349,13 +349,14 @@ def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
     time.sleep(1.0)  # let the epoch-end checkpoint finish writing: interrupt mid-epoch
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=300)  # graceful shutdown, then train.py's test pass
+        _, err = proc.communicate(timeout=300)  # graceful shutdown, exit status 1
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()
         raise AssertionError(f"no exit 300 s after SIGINT; stderr tail:\n{err[-3000:]}") from None
     saved = tmp_path / "interrupted" / "on_exception.ckpt"
     assert saved.is_file(), f"exit code {proc.returncode}; stderr tail:\n{err[-3000:]}"
+    assert proc.returncode != 0 and f"--ckpt_path={saved}" in err
     epoch = torch.load(saved, weights_only=False)["epoch"]
     resumed = main(
         ["fit", *_args(tmp_path, **{"trainer.max_epochs": epoch + 2}), f"--ckpt_path={saved}"]
@@ -487,7 +488,10 @@ def test_base_config_is_read_first_and_a_run_is_named_after_its_config(
     assert cli.trainer.logger is not None
     assert Path(cli.trainer.logger.log_dir) == Path("runs") / "mine_tiny_crf" / "version_0"
     crash = [c for c in cli.trainer.callbacks if isinstance(c, OnExceptionCheckpoint)]
-    assert [c.dirpath for c in crash] == [str(Path("runs") / "mine_tiny_crf")]
+    # The on-exception checkpoint goes in the run's own version folder.
+    assert [c.ckpt_path(cli.trainer) for c in crash] == [
+        str(Path("runs") / "mine_tiny_crf" / "version_0" / "on_exception.ckpt")
+    ]
     assert cli.trainer.max_epochs == 1 and cli.trainer.checkpoint_callback is not None
     # The CLI tells the data module what the model's encoder reads.
     assert cli.datamodule.needs == frozenset({"features"})
