@@ -28,6 +28,7 @@ from crfhead.data.datamodule import collator_for
 from crfhead.data.sentence import Sentence
 from crfhead.data.textfile import read_lines
 from crfhead.evaluation.spans import decode_with_confidence
+from crfhead.training.checkpoints import read_checkpoint
 from crfhead.training.module import TaggerModule
 
 __all__ = ["main", "read_input", "tag"]
@@ -98,8 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path)
     parser.add_argument("--output-format", choices=["conll", "jsonl"], default="jsonl")
     args = parser.parse_args(argv)
-    if not args.checkpoint.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {args.checkpoint}")
+    read_checkpoint(
+        args.checkpoint
+    )  # one clear line for a missing, empty, truncated or foreign file
     model = TaggerModule.load_from_checkpoint(args.checkpoint, map_location="cpu").eval()
     out = args.output.open("w", encoding="utf-8") if args.output else sys.stdout
     try:

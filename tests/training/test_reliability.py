@@ -183,3 +183,17 @@ def test_a_diverging_run_is_stopped_with_a_message(tmp_path: Path) -> None:
 def test_a_non_positive_learning_rate_is_refused_at_start(tmp_path: Path, lr: str) -> None:
     with pytest.raises(ValueError, match="lr must be a finite number > 0"):
         main([*_args(tmp_path), f"--model.lr={lr}"])
+
+
+def test_predict_refuses_a_foreign_checkpoint_in_one_line(tmp_path: Path) -> None:
+    from predict import main as predict
+
+    text = tmp_path / "in.txt"
+    text.write_text("Apple rose\n")
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"\x00" * 100)
+    with pytest.raises(ValueError, match="not a readable checkpoint") as info:
+        predict(["--checkpoint", str(bad), "--input", str(text)])
+    assert str(bad) in str(info.value)
+    with pytest.raises(FileNotFoundError, match="checkpoint not found"):
+        predict(["--checkpoint", str(tmp_path / "none.ckpt"), "--input", str(text)])
