@@ -110,75 +110,76 @@ def reparameterise(patterns: Sequence[TokenPattern], num_labels: int) -> Reparam
         raise ValueError(f"num_labels must be >= 1, got {num_labels}")
     L = num_labels
     kept = _checked(patterns, L)
-    tokens = sorted({token for cells, _ in kept for token, _ in cells})
-    slot = {token: position for position, token in enumerate(tokens)}
-    V = len(tokens) * L
+    P = len(kept)
+    sizes = np.fromiter((len(cells) for cells, _ in kept), dtype=np.int64, count=P)  # (P,)
+    scores = np.fromiter((score for _, score in kept), dtype=np.float64, count=P)  # (P,)
+    flat = np.array([cell for cells, _ in kept for cell in cells], dtype=np.int64).reshape(-1, 2)
+    starts = np.cumsum(sizes) - sizes  # (P,): each pattern's first cell in ``flat`` (C, 2)
+    tokens = np.unique(flat[:, 0])  # sorted
+    nt = tokens.shape[0]
+    V = nt * L
     coupled = np.stack(
-        [
-            np.repeat(np.asarray(tokens, dtype=np.int64), L),
-            np.tile(np.arange(L, dtype=np.int64), len(tokens)),
-        ],
-        axis=1,
+        [np.repeat(tokens, L), np.tile(np.arange(L, dtype=np.int64), nt)], axis=1
     ).reshape(V, 2)
     index = {(int(t), int(k)): v for v, (t, k) in enumerate(coupled.tolist())}
+    slot = np.searchsorted(tokens, flat[:, 0])  # (C,): the token's rank
+    z = slot * L + flat[:, 1]  # (C,): the cell's position in x
 
-    # Step 1: pair tables from size-2 patterns and from the pairs of negative patterns of size >= 3.
-    pair_i: list[int] = []
-    pair_j: list[int] = []
-    pair_k: list[int] = []
-    pair_l: list[int] = []
-    pair_s: list[float] = []
-    # Steps 2-3: auxiliaries (the z positions, the coefficient on each (z, w), w's linear term).
-    aux: list[tuple[list[int], float, float]] = []
-    for cells, s in kept:
-        n = len(cells)
-        if n == 2 or s < 0:
-            for a in range(n):
-                for b in range(a + 1, n):
-                    (ta, ka), (tb, kb) = cells[a], cells[b]
-                    if slot[ta] > slot[tb]:
-                        (ta, ka), (tb, kb) = (tb, kb), (ta, ka)
-                    pair_i.append(slot[ta])
-                    pair_j.append(slot[tb])
-                    pair_k.append(ka)
-                    pair_l.append(kb)
-                    pair_s.append(s)
-        if n < 3:
-            continue
-        zs = [index[cell] for cell in cells]
-        if s > 0:
-            aux.append((zs, s, s * (1 - n)))
-        elif n == 3:
-            aux.append((zs, -s, s))
-        else:
-            aux.append((zs, -2 * s, 3 * s))
-            aux.extend((zs, -s, (a + 2) * s) for a in range(1, n - 3))
-
+    # Step 1: the pairs of size-2 patterns and of negative patterns of size >= 3, pattern by pattern
+    # and (a, b) with a < b within one, the order in which they are summed into the tables.
+    paired = np.flatnonzero((sizes == 2) | (scores < 0))
+    blocks_p, blocks_a, blocks_b = [], [], []
+    for n in np.unique(sizes[paired]).tolist():
+        which = paired[sizes[paired] == n]  # (q,)
+        ia, ib = np.triu_indices(n, 1)
+        blocks_p.append(np.repeat(which, ia.shape[0]))
+        blocks_a.append((starts[which][:, None] + ia[None, :]).reshape(-1))
+        blocks_b.append((starts[which][:, None] + ib[None, :]).reshape(-1))
     lefts: list[np.ndarray] = []
     rights: list[np.ndarray] = []
     coefs: list[np.ndarray] = []
     constant = 0.0
-    if pair_s:
-        pi = np.asarray(pair_i, dtype=np.int64)
-        pj = np.asarray(pair_j, dtype=np.int64)
-        keys, pair = np.unique(pi * len(tokens) + pj, return_inverse=True)
+    if blocks_p:
+        order = np.argsort(np.concatenate(blocks_p), kind="stable")
+        ca, cb = np.concatenate(blocks_a)[order], np.concatenate(blocks_b)[order]
+        swap = slot[ca] > slot[cb]
+        ca, cb = np.where(swap, cb, ca), np.where(swap, ca, cb)  # ca on the lower-ranked token
+        pi, pj = slot[ca], slot[cb]
+        keys, pair = np.unique(pi * nt + pj, return_inverse=True)
         pair = pair.reshape(-1)
         tables = np.zeros((keys.shape[0], L, L))  # (pairs, L, L): P_ij
-        np.add.at(tables, (pair, np.asarray(pair_k), np.asarray(pair_l)), np.asarray(pair_s))
+        np.add.at(tables, (pair, flat[ca, 1], flat[cb, 1]), scores[np.concatenate(blocks_p)[order]])
         shift = np.maximum(0.0, -tables.min(axis=(1, 2)))  # (pairs,): C_ij
         shifted = tables + shift[:, None, None]  # >= 0: the exact sum is, and rounding keeps it
         p, first, second = np.nonzero(shifted > 0)
-        lefts.append((keys[p] // len(tokens)) * L + first)
-        rights.append((keys[p] % len(tokens)) * L + second)
+        lefts.append((keys[p] // nt) * L + first)
+        rights.append((keys[p] % nt) * L + second)
         coefs.append(shifted[p, first, second])
         constant = float(shift.sum())
 
-    linear = np.zeros(V + len(aux))
-    for a, (zs, coef, lin) in enumerate(aux):
-        linear[V + a] = lin
-        lefts.append(np.asarray(zs, dtype=np.int64))
-        rights.append(np.full(len(zs), V + a, dtype=np.int64))
-        coefs.append(np.full(len(zs), coef))
+    # Steps 2-3: the auxiliaries, pattern by pattern: one for a positive pattern or a negative one of
+    # size 3, n - 3 for a negative one of size n >= 4 (w0, then w_a for a = 1..n-4).
+    big = sizes >= 3
+    count = np.where(big, np.where((scores < 0) & (sizes >= 4), sizes - 3, 1), 0)  # (P,)
+    owner = np.repeat(np.arange(P), count)  # (W,): each auxiliary's pattern
+    rank = np.arange(owner.shape[0]) - np.repeat(np.cumsum(count) - count, count)  # (W,)
+    s_w, n_w = scores[owner], sizes[owner]
+    positive, three = s_w > 0, n_w == 3
+    aux_coef = np.where(positive, s_w, np.where(three | (rank > 0), -s_w, -2 * s_w))
+    aux_linear = np.where(
+        positive,
+        s_w * (1 - n_w),
+        np.where(three, s_w, np.where(rank > 0, (rank + 2) * s_w, 3 * s_w)),
+    )
+    W = owner.shape[0]
+    linear = np.zeros(V + W)
+    linear[V:] = aux_linear
+    if W:
+        width = n_w  # (W,): each auxiliary's pairs, one per cell of its pattern
+        offset = np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
+        lefts.append(z[np.repeat(starts[owner], width) + offset])
+        rights.append(np.repeat(V + np.arange(W), width))
+        coefs.append(np.repeat(aux_coef, width))
     pb = QuadraticPB(
         linear=linear,
         left=np.concatenate(lefts) if lefts else np.zeros(0, dtype=np.int64),

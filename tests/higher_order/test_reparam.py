@@ -206,3 +206,67 @@ def test_the_min_cut_slave_bounds_every_labelling(seed: int) -> None:
 def test_malformed_patterns_are_refused(patterns: Patterns, L: int) -> None:
     with pytest.raises(ValueError):
         reparameterise(patterns, L)
+
+
+def _reference_terms(
+    patterns: Patterns, L: int
+) -> tuple[list[tuple[int, int, float]], list[float], float]:
+    """ψ written pattern by pattern (the module docstring's steps, a plain loop over the patterns).
+
+    Returns the pairwise terms ``(u, v, coefficient)`` (merged per unordered pair), the linear terms
+    of the auxiliaries in order, and ``K``.
+    """
+    kept = [(cells, s) for cells, s in patterns if s != 0.0]
+    tokens = sorted({t for cells, _ in kept for t, _ in cells})
+    slot = {t: i for i, t in enumerate(tokens)}
+    V = len(tokens) * L
+    tables: dict[tuple[int, int], np.ndarray] = {}
+    aux: list[tuple[list[int], float, float]] = []
+    for cells, s in kept:
+        n = len(cells)
+        if n == 2 or s < 0:
+            for (ta, ka), (tb, kb) in itertools.combinations(cells, 2):
+                if slot[ta] > slot[tb]:
+                    (ta, ka), (tb, kb) = (tb, kb), (ta, ka)
+                tables.setdefault((slot[ta], slot[tb]), np.zeros((L, L)))[ka, kb] += s
+        zs = [slot[t] * L + k for t, k in cells]
+        if n >= 3 and s > 0:
+            aux.append((zs, s, s * (1 - n)))
+        elif n == 3:
+            aux.append((zs, -s, s))
+        elif n >= 4:
+            aux.append((zs, -2 * s, 3 * s))
+            aux.extend((zs, -s, (a + 2) * s) for a in range(1, n - 3))
+    terms: dict[tuple[int, int], float] = {}
+    constant = 0.0
+    for (i, j), table in tables.items():
+        shift = max(0.0, -float(table.min()))
+        constant += shift
+        for k, m in zip(*np.nonzero(table + shift > 0), strict=True):
+            terms[(i * L + int(k), j * L + int(m))] = float(table[k, m] + shift)
+    for a, (zs, coef, _) in enumerate(aux):
+        for u in zs:
+            terms[(u, V + a)] = terms.get((u, V + a), 0.0) + coef
+    return [(u, v, c) for (u, v), c in terms.items()], [lin for _, _, lin in aux], constant
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_vectorised_construction_matches_a_pattern_by_pattern_loop(seed: int) -> None:
+    patterns, L = _random_patterns(seed)
+    rep = reparameterise(patterns, L)
+    terms, aux_linear, constant = _reference_terms(patterns, L)
+    V = rep.coupled.shape[0]
+    assert np.array_equal(rep.pb.linear[:V], np.zeros(V))
+    assert np.allclose(rep.pb.linear[V:], aux_linear, rtol=1e-12, atol=0.0)
+    assert rep.pb.linear.shape[0] == V + len(aux_linear)
+    assert abs(rep.constant - constant) <= 1e-12 * max(1.0, abs(constant))
+    got: dict[tuple[int, int], float] = {}
+    for u, v, c in zip(
+        rep.pb.left.tolist(), rep.pb.right.tolist(), rep.pb.quadratic.tolist(), strict=True
+    ):
+        got[(u, v)] = got.get((u, v), 0.0) + c
+    want = dict(((u, v), c) for u, v, c in terms)
+    assert got.keys() == want.keys()
+    for key, c in want.items():
+        assert abs(got[key] - c) <= 1e-12 * max(1.0, abs(c))
