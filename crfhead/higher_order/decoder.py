@@ -86,7 +86,6 @@ class FactorDecoder(GroupDecoder):
         else:
             self.register_buffer("weights", torch.ones(len(self.kinds)))
         self.register_buffer("scale", torch.tensor(1.0 if self.learns else float(scale)))
-        self.reset_stats()
 
     def extra_repr(self) -> str:  # noqa: D102
         how = "learned" if self.learns else f"tuned on {list(self.grid)}"
@@ -95,8 +94,7 @@ class FactorDecoder(GroupDecoder):
             f"max_iterations={self.max_iterations}, weights {how}"
         )
 
-    def reset_stats(self) -> None:
-        """Zero :attr:`stats`."""
+    def reset_stats(self) -> None:  # noqa: D102
         self.stats = {"groups": 0, "with_patterns": 0, "certified": 0, "iterations": 0}
 
     def use(self, value: float) -> None:  # noqa: D102

@@ -55,6 +55,17 @@ class GroupDecoder(nn.Module):
     """The candidate scales tried on dev at every validation (empty: not tuned)."""
     learns: bool = False
     """The weights are trained with the head by :meth:`loss` (the perceptron route)."""
+    stats: dict[str, int]
+    """Counts since :meth:`reset_stats`: ``groups`` decoded, ``certified`` (proven optimal),
+    ``iterations`` summed (the module logs their ratios after each evaluation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        """Zero :attr:`stats`."""
+        self.stats = {"groups": 0, "certified": 0, "iterations": 0}
 
     def decode(self, pot: ChainPotentials, batch: Batch) -> Tensor:
         """The best labelling of every group: ``(B, T)`` long, ``-1`` where masked.

@@ -233,6 +233,12 @@ class TaggerModule(pl.LightningModule):
     def on_validation_epoch_start(self) -> None:  # noqa: D102
         if self.tagger.counting is not None and not self.trainer.sanity_checking:
             self._finish_counting(self.tagger.counting)
+        if self.tagger.decoder is not None:
+            self.tagger.decoder.reset_stats()  # count this evaluation's groups only
+
+    def on_test_epoch_start(self) -> None:  # noqa: D102
+        if self.tagger.decoder is not None:
+            self.tagger.decoder.reset_stats()
 
     def on_train_epoch_end(self) -> None:  # noqa: D102
         if self.tagger.counting is not None:
@@ -250,6 +256,14 @@ class TaggerModule(pl.LightningModule):
         else:
             metrics = self.metrics[stage].gather().compute()
             self.metrics[stage].reset()
+        decoder = self.tagger.decoder
+        if decoder is not None and decoder.stats.get("groups", 0) > 0:
+            # Over every group decoded in this evaluation (every candidate scale, on this rank).
+            groups = decoder.stats["groups"]
+            metrics["certified"] = decoder.stats.get("certified", 0) / groups
+            metrics["decoder_iterations"] = decoder.stats.get("iterations", 0) / groups
+        if decoder is not None:
+            decoder.reset_stats()
         keep = {k: v for k, v in metrics.items() if isinstance(v, float) and math.isfinite(v)}
         self.log_dict({f"{stage}/{k}": v for k, v in keep.items()}, sync_dist=False)
         return metrics
