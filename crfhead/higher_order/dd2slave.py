@@ -45,8 +45,9 @@ def dd2slave(
         step: ``"polyak"`` or ``"diminishing"`` (see the module docstring).
         step_size: ``γ``'s start for Polyak (default 1), ``α0`` for the diminishing rule (default: the
             mean absolute pattern score).
-        backend: the pattern slave's max-flow, ``"scipy"`` or ``"ortools"`` (optional package;
-            :func:`~crfhead.higher_order.pseudo_boolean.maximize`).
+        backend: the pattern slave's max-flow: ``"scipy"`` (the default), ``"ortools"`` (the optional
+            package, several times faster per iteration) or ``"auto"`` (``"ortools"`` when installed);
+            see :func:`~crfhead.higher_order.pseudo_boolean.maximize`.
     """
     if max_iterations < 1:
         raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")

@@ -34,6 +34,7 @@ push–relabel on int64 capacities) keeps one solver per graph and only resets c
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import math
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
-__all__ = ["BACKENDS", "QuadraticPB", "maximize"]
+__all__ = ["BACKENDS", "QuadraticPB", "has_ortools", "maximize"]
 
 # Integer capacities of one round are at most 2**29: a residual arc (capacity plus the reverse arc's
 # flow) and the flow value (at most the cut of the best labelling so far, also scaled to 2**29) then
@@ -53,7 +54,17 @@ _EPS = float(np.finfo(np.float64).eps)
 # most 2**62.
 _TOP64 = float(2**62)
 
-BACKENDS = ("scipy", "ortools")
+BACKENDS = ("scipy", "ortools", "auto")
+
+
+@functools.cache
+def has_ortools() -> bool:
+    """Whether the optional OR-Tools max-flow (``ortools.graph.python.max_flow``) can be imported."""
+    try:
+        importlib.import_module("ortools.graph.python.max_flow")
+    except ImportError:
+        return False
+    return True
 
 
 def _frozen(a: object, dtype: type[np.generic], name: str) -> np.ndarray:
@@ -394,9 +405,9 @@ def maximize(
         backend: one of :data:`BACKENDS`: ``"scipy"`` (the default, Dinic on int32 capacities, the
             reference results) or ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``, push–relabel on int64
             capacities scaled to ``2**62`` of their sum, so one round usually reaches round-off; the
-            optional package ``ortools``). Both return a true bound and the minimal minimum cut of
-            their integer capacities; labellings can differ only where the maximum is tied up to
-            the rounding.
+            optional package ``ortools``), or ``"auto"``: ``"ortools"`` when it is installed, else
+            ``"scipy"``. Both return a true bound and the minimal minimum cut of their integer
+            capacities; labellings can differ only where the maximum is tied up to the rounding.
 
     Raises:
         ImportError: ``backend="ortools"`` without the ``ortools`` package.
@@ -425,6 +436,8 @@ def maximize(
     )
     in_t = np.zeros(n + 2, dtype=np.bool_)
     in_t[n + 1] = True
+    if backend == "auto":
+        backend = "ortools" if has_ortools() else "scipy"
     solver = None if backend == "scipy" else graph.push_relabel()
 
     def cut_arcs(x: np.ndarray) -> np.ndarray:

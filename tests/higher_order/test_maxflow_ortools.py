@@ -16,7 +16,7 @@ from test_pseudo_boolean import _all_values, _check_against_enumeration, _random
 from crfhead.higher_order import Pattern
 from crfhead.higher_order.dd2slave import dd2slave
 from crfhead.higher_order.group import prepare
-from crfhead.higher_order.pseudo_boolean import QuadraticPB, maximize
+from crfhead.higher_order.pseudo_boolean import QuadraticPB, has_ortools, maximize
 
 pytest.importorskip("ortools.graph.python.max_flow")
 
@@ -74,3 +74,10 @@ def test_dd2slave_decodes_alike_with_either_backend(seed: int) -> None:
     assert a.certified == b.certified
     if a.certified:
         assert abs(a.dual - b.dual) <= 1e-6 * max(1.0, abs(a.dual))
+
+
+def test_auto_picks_ortools_when_installed() -> None:
+    assert has_ortools()
+    pb = _random_pb(11, 9)
+    maximize(pb, backend="auto")
+    assert "ortools" in pb._graph_structure()._solvers

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
-from crfhead.higher_order.pseudo_boolean import QuadraticPB, _aligned_flow, maximize
+from crfhead.higher_order.pseudo_boolean import QuadraticPB, _aligned_flow, has_ortools, maximize
 
 
 def _all_values(pb: QuadraticPB) -> np.ndarray:
@@ -273,3 +273,9 @@ def test_isolated_variables_are_cut_off_the_flow_graph_exactly(seed: int) -> Non
     alone = pb.linear[graph.isolated]
     assert not (x[graph.isolated] & (alone < 0)).any()
     assert not (~x[graph.isolated] & (alone > 0)).any()
+
+
+def test_auto_uses_a_backend_that_is_there() -> None:
+    pb = _random_pb(3, 8)
+    _check_against_enumeration(pb, *maximize(pb, backend="auto"))
+    assert isinstance(has_ortools(), bool)
