@@ -5,7 +5,10 @@ the torch headers would make the first-use compile several times slower than the
 ctypes call costs a few microseconds. The library is
 built with the system compiler (``$CXX``, else ``c++``) into ``$CRFHEAD_CACHE`` (default
 ``~/.cache/crfhead``), keyed by a hash of the source, the flags and the CPU model, written atomically so
-concurrent processes (DDP ranks, test workers) can race safely. Where no compiler exists the build
+concurrent processes (DDP ranks, test workers) can race safely. Beside it a ``.sha256`` file records the
+library's size and hash; a cached library that does not match it (truncated by a full disk, corrupted,
+or from before the record existed) is never loaded, since loading a truncated library kills the
+process (SIGBUS): it is rebuilt, with a warning. Where no compiler exists the build
 fails once, :func:`status` says why, and ``auto`` falls back to the portable backend with one log line.
 The build links OpenMP when the compiler has it (see :data:`OPENMP`), else uses ``std::thread`` workers
 (also on request: ``CRFHEAD_CPU_OPENMP=0``).
@@ -98,8 +101,36 @@ def library_path(compiler: str, flags: tuple[str, ...] = FLAGS + OPENMP) -> Path
     return cache / f"chain_cpu_{key.hexdigest()[:16]}.so"
 
 
+def _record(lib: Path) -> Path:
+    """The file holding ``lib``'s size and SHA-256."""
+    return lib.with_name(lib.name + ".sha256")
+
+
+def _fingerprint(path: Path) -> str:
+    data = path.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
+def _cached(lib: Path) -> bool:
+    """Whether ``lib`` exists and matches its recorded size and hash (warns when it does not)."""
+    if not lib.exists():
+        return False
+    record = _record(lib)
+    try:
+        ok = record.read_text().strip() == _fingerprint(lib)
+    except OSError:
+        ok = False
+    if not ok:
+        log.warning(
+            "crfhead cpu backend: %s does not match %s (truncated or corrupt); rebuilding",
+            lib,
+            record.name,
+        )
+    return ok
+
+
 def _compile(exe: str, flags: tuple[str, ...], lib: Path) -> None:
-    """Compile the source into ``lib``, atomically (concurrent processes may race)."""
+    """Compile the source into ``lib`` and record its fingerprint, atomically (processes may race)."""
     lib.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
     os.close(fd)
@@ -109,6 +140,11 @@ def _compile(exe: str, flags: tuple[str, ...], lib: Path) -> None:
         )
         if done.returncode != 0:
             raise RuntimeError(f"compiling {SOURCE.name} failed: {done.stderr.strip()[-500:]}")
+        # The record first: a reader between the two renames sees a mismatch and rebuilds.
+        fd, tmp_record = tempfile.mkstemp(suffix=".sha256", dir=lib.parent)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(_fingerprint(Path(tmp)) + "\n")
+        os.replace(tmp_record, _record(lib))
         os.replace(tmp, lib)
     finally:
         if os.path.exists(tmp):
@@ -124,10 +160,10 @@ def _build() -> ctypes.CDLL:
     fallback = library_path(compiler, FLAGS + NO_OPENMP)
     if os.environ.get("CRFHEAD_CPU_OPENMP") == "0":  # opt out (e.g. a clash of OpenMP runtimes)
         lib = fallback
-        if not lib.exists():
+        if not _cached(lib):
             _compile(exe, FLAGS + NO_OPENMP, lib)
-    elif not lib.exists():
-        if fallback.exists():  # OpenMP failed to build here before
+    elif not _cached(lib):
+        if _cached(fallback):  # OpenMP failed to build here before
             lib = fallback
         else:
             try:
