@@ -29,17 +29,32 @@ def _label_type(label: str) -> str:
 
 
 class Factors:
-    """Base class: a group's patterns by kind."""
+    """Base class: a group's patterns by kind. Subclasses define :meth:`kinds`, :meth:`build`, :meth:`kind`."""
 
     def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:
         """The kinds, in a fixed order (one weight each)."""
+        raise NotImplementedError
+
+    def build(
+        self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
+    ) -> list[Pattern]:
+        """The group's patterns, unit scores (the builder's)."""
+        raise NotImplementedError
+
+    def kind(self, pattern: Pattern, labels: Sequence[str]) -> str:
+        """The kind a pattern of :meth:`build` belongs to."""
         raise NotImplementedError
 
     def patterns(
         self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
     ) -> list[list[Pattern]]:
         """The group's patterns (unit scores), one list per kind of :meth:`kinds`."""
-        raise NotImplementedError
+        kinds = self.kinds(labels, scheme)
+        where = {kind: i for i, kind in enumerate(kinds)}
+        out: list[list[Pattern]] = [[] for _ in kinds]
+        for p in self.build(group, labels, scheme):
+            out[where[self.kind(p, labels)]].append(p)
+        return out
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
@@ -62,19 +77,17 @@ class Consistency(Factors):
     def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:  # noqa: D102
         return [*entity_types(labels, scheme), "O"]
 
-    def patterns(  # noqa: D102
+    def build(  # noqa: D102
         self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
-    ) -> list[list[Pattern]]:
-        kinds = self.kinds(labels, scheme)
-        out: list[list[Pattern]] = [[] for _ in kinds]
-        where = {kind: i for i, kind in enumerate(kinds)}
-        for p in consistency_patterns(
+    ) -> list[Pattern]:
+        return consistency_patterns(
             group, labels, scheme, 1.0, max_length=self.max_length, lowercase=self.lowercase
-        ):
-            # An entity reading has a non-O cell; the all-O reading has none.
-            typed = [_label_type(labels[k]) for _, _, k in p.cells if labels[k] != "O"]
-            out[where[typed[0] if typed else "O"]].append(p)
-        return out
+        )
+
+    def kind(self, pattern: Pattern, labels: Sequence[str]) -> str:  # noqa: D102
+        # An entity reading has a non-O cell; the all-O reading has none.
+        typed = [_label_type(labels[k]) for _, _, k in pattern.cells if labels[k] != "O"]
+        return typed[0] if typed else "O"
 
 
 class SkipChain(Factors):
@@ -90,12 +103,10 @@ class SkipChain(Factors):
     def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:  # noqa: D102
         return list(entity_types(labels, scheme))
 
-    def patterns(  # noqa: D102
+    def build(  # noqa: D102
         self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
-    ) -> list[list[Pattern]]:
-        kinds = self.kinds(labels, scheme)
-        out: list[list[Pattern]] = [[] for _ in kinds]
-        where = {kind: i for i, kind in enumerate(kinds)}
-        for p in skip_patterns(group, labels, 1.0, capitalised_only=self.capitalised_only):
-            out[where[_label_type(labels[p.cells[0][2]])]].append(p)
-        return out
+    ) -> list[Pattern]:
+        return skip_patterns(group, labels, 1.0, capitalised_only=self.capitalised_only)
+
+    def kind(self, pattern: Pattern, labels: Sequence[str]) -> str:  # noqa: D102
+        return _label_type(labels[pattern.cells[0][2]])
