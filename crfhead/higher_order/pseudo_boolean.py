@@ -139,7 +139,8 @@ class _PushRelabel:
 
     Only the arcs that can have a capacity are given to OR-Tools (pairwise arcs, ``s → u``, ``u → t``;
     it keeps the reverse arcs itself); their flows are mapped back onto the ``A`` arcs of
-    :class:`_Graph` as a skew-symmetric flow, as scipy returns it.
+    :class:`_Graph` as a skew-symmetric flow, as scipy returns it. The solver is state shared by every
+    ``with_linear`` copy: one graph is not to be maximised from two threads at once.
     """
 
     def __init__(self, graph: _Graph) -> None:
@@ -399,8 +400,9 @@ def maximize(
     Args:
         pb: the function.
         tolerance: the gap ``bound - value`` (beyond the round-off slack) at which refining stops; the
-            default 0 refines to round-off, typically 2–3 rounds on a 10⁴-node graph, while one round
-            alone can leave a gap of a few score units there.
+            default 0 refines to round-off: 2 rounds with scipy (1 with OR-Tools) on the MSM2013 and
+            CoNLL pattern graphs, while one int32 round alone can leave a gap of a few score units
+            on a 10⁴-node graph.
         max_rounds: the most integer max-flow rounds (each at a finer scale), at least 1.
         backend: one of :data:`BACKENDS`: ``"scipy"`` (the default, Dinic on int32 capacities, the
             reference results) or ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``, push–relabel on int64
