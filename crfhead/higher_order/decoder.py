@@ -45,6 +45,7 @@ class FactorDecoder(GroupDecoder):
         max_iterations: the dual decomposition's iteration cap.
         grid: the candidate scales chosen among on dev (tuned weights), or ``None``: learn one weight
             per kind with the perceptron head.
+        maxflow: the min-cut solver of ``dd2slave`` (see :func:`~crfhead.higher_order.decode.decode`).
         scale: the scale before the first validation chooses one (tuned weights only; 0: the chains
             alone, so the sanity check before training decodes as fast as Viterbi).
 
@@ -67,17 +68,22 @@ class FactorDecoder(GroupDecoder):
         max_iterations: int = 300,
         grid: Sequence[float] | None = DEFAULT_GRID,
         scale: float = 0.0,
+        maxflow: str = "scipy",
     ) -> None:
         super().__init__()
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        from crfhead.higher_order.pseudo_boolean import BACKENDS
+
+        if maxflow not in BACKENDS:
+            raise ValueError(f"maxflow must be one of {BACKENDS}, got {maxflow!r}")
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
         if grid is not None and (not grid or not all(float(v) >= 0.0 for v in grid)):
             raise ValueError(f"grid must be a non-empty list of scales >= 0 (or null), got {grid}")
         self.labels, self.scheme = list(labels), scheme
         self.factors = factors if factors is not None else Consistency()
-        self.method, self.max_iterations = method, max_iterations
+        self.method, self.max_iterations, self.maxflow = method, max_iterations, maxflow
         self.kinds = self.factors.kinds(self.labels, scheme)
         self.learns = grid is None
         self.grid = () if grid is None else tuple(float(v) for v in grid)
@@ -128,6 +134,7 @@ class FactorDecoder(GroupDecoder):
             patterns,
             method=self.method,
             max_iterations=self.max_iterations,
+            maxflow=self.maxflow,
         )
         self.stats["groups"] += 1
         self.stats["with_patterns"] += bool(patterns)

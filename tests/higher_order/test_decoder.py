@@ -178,6 +178,7 @@ def test_tagger_refuses_learned_weights_without_the_perceptron_head() -> None:
         ({"grid": []}, "grid"),
         ({"grid": [1.0, -1.0]}, "grid"),
         ({"max_iterations": 0}, "max_iterations"),
+        ({"maxflow": "networkx"}, "maxflow"),
     ],
 )
 def test_bad_decoder_arguments_are_named(kw: dict[str, object], match: str) -> None:
