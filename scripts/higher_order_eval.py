@@ -42,6 +42,7 @@ import torch
 import yaml
 
 from crfhead.data.datamodule import TaggingDataModule, collator_for
+from crfhead.data.grouping import DocumentGroups, TweetGroups
 from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.higher_order import (
@@ -49,7 +50,6 @@ from crfhead.higher_order import (
     Pattern,
     consistency_patterns,
     decode,
-    group_tweets,
     skip_patterns,
 )
 from crfhead.higher_order.two_stage import (
@@ -77,20 +77,10 @@ def group_sentences(sentences: list[Sentence], corpus: str, threshold: int = 4) 
     is a group of its own.
     """
     if corpus == "msm2013":
-        return group_tweets([s.tokens for s in sentences], threshold=threshold)
+        return TweetGroups(threshold=threshold).groups(sentences)
     if corpus != "conll2003":
         raise ValueError(f"corpus must be one of {CORPORA}, got {corpus!r}")
-    docs: dict[str, list[int]] = {}
-    groups: list[list[int]] = []
-    for i, s in enumerate(sentences):
-        if s.doc_id is None:
-            groups.append([i])
-        elif s.doc_id in docs:
-            docs[s.doc_id].append(i)
-        else:
-            docs[s.doc_id] = [i]
-            groups.append(docs[s.doc_id])
-    return groups
+    return DocumentGroups().groups(sentences)
 
 
 def patterns_for(
@@ -276,6 +266,7 @@ def _data(config: Path) -> tuple[TaggingDataModule, dict[str, Any]]:
     spec = yaml.safe_load(config.read_text())
     data: dict[str, Any] = dict(spec["data"])
     corpus = data.pop("corpus")
+    data.pop("grouping", None)  # this script groups each split itself (group_sentences)
     module, name = corpus["class_path"].rsplit(".", 1)
     cls = getattr(importlib.import_module(module), name)
     return TaggingDataModule(corpus=cls(**corpus.get("init_args", {})), **data), dict(
