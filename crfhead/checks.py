@@ -1,6 +1,11 @@
-"""Checks of integer id tensors at the public boundary, shared by the engine, the encoders and the heads.
+"""Checks at the public boundary, shared by the engine, the encoders and the heads: id ranges, finite scores.
 
 Errors are ``ValueError``s that name the first offending value and its position.
+
+The non-finite contract (every backend, every op, because it is checked once, in
+:func:`crfhead.make_potentials`): a score that is NaN or ``+inf`` raises :class:`NonFiniteError` naming
+the tensor and the first bad position; ``-inf`` is allowed and means "forbidden"; emissions at masked
+positions are ignored (padding may hold anything; the backends never read it into a result).
 """
 
 from __future__ import annotations
@@ -8,7 +13,32 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["check_tag_range", "check_word_ids"]
+__all__ = ["NonFiniteError", "check_tag_range", "check_word_ids", "refuse_non_finite"]
+
+
+class NonFiniteError(ValueError, FloatingPointError):
+    """A score is NaN or ``+inf`` (a ``ValueError``, and a ``FloatingPointError`` for training guards)."""
+
+
+def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> None:
+    """Raise :class:`NonFiniteError` if ``x`` holds NaN or ``+inf`` (where ``mask`` ``(B, T)``, if given).
+
+    One reduction when every value is finite; ``-inf`` passes.
+    """
+    if x.numel() == 0:
+        return
+    x = x.detach()
+    if bool(torch.isfinite(x).all()):
+        return
+    bad = torch.isnan(x) | (x == float("inf"))
+    if mask is not None:
+        bad = bad & mask.reshape(*mask.shape, *([1] * (x.dim() - mask.dim())))
+    if bool(bad.any()):
+        position = tuple(int(i) for i in bad.nonzero()[0])
+        raise NonFiniteError(
+            f"{name} is {float(x[position])} at {position} (shape {tuple(x.shape)}): scores must be "
+            "finite, or -inf for a forbidden event"
+        )
 
 
 def _refuse_out_of_range(ids: Tensor, mask: Tensor, size: int, what: str) -> None:

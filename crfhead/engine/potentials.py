@@ -17,7 +17,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
-from crfhead.checks import check_tag_range
+from crfhead.checks import check_tag_range, refuse_non_finite
 from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing
 
 __all__ = ["ChainPotentials", "check_tag_range", "constrain", "make_potentials"]
@@ -134,6 +134,8 @@ def make_potentials(
 
     Raises:
         ValueError: on a wrong shape, dtype or device; the message prints the actual shapes.
+        NonFiniteError: (a ``ValueError``) a NaN or ``+inf`` score, at an unmasked position of the
+            emissions or anywhere in the transitions, start or end; ``-inf`` means forbidden.
     """
     _check_float("emissions", emissions)
     if emissions.dim() != 3:
@@ -180,6 +182,10 @@ def make_potentials(
             raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
 
     tracing = is_tracing()
+    if not tracing:
+        refuse_non_finite("emissions", emissions, mask)
+        for name, x in (("transitions", transitions), ("start", ends[0]), ("end", ends[1])):
+            refuse_non_finite(name, x)
 
     def prep(x: Tensor) -> Tensor:
         if x.dtype != dtype:

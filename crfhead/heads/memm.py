@@ -29,9 +29,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from crfhead.checks import refuse_non_finite
 from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
 from crfhead.heads.base import ChainHead
-from crfhead.numerics import compute_dtype, no_autocast
+from crfhead.numerics import compute_dtype, is_tracing, no_autocast
 
 __all__ = ["MEMM"]
 
@@ -92,10 +93,14 @@ class MEMM(ChainHead):
     def _chain(
         self, emissions: Tensor, mask: Tensor | None, end_constraint: bool
     ) -> ChainPotentials:
-        first, edges = self.local_log_probs(emissions, mask)
+        first, edges = self.local_log_probs(emissions, mask)  # validates the shapes
         B, T, K = emissions.shape
         if mask is None:
             mask = torch.ones(B, T, dtype=torch.bool, device=emissions.device)
+        if not is_tracing():
+            refuse_non_finite(
+                "emissions", emissions, mask
+            )  # named, not as the transitions it feeds
         m = mask.long()
         has_prev = (m.cumsum(1) - m) > 0  # (B, T): an unmasked position before t
         unary = torch.where(has_prev[..., None], torch.zeros_like(first), first)  # (B, T, K)

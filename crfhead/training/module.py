@@ -17,6 +17,7 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
+from crfhead.checks import NonFiniteError
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
 from crfhead.data.vocab import Vocab
@@ -125,13 +126,19 @@ class TaggerModule(pl.LightningModule):
             self.tagger.accumulate(batch)
             self._counts_synced = False
             return None
-        loss = self.tagger.loss(batch, reduction="mean")
-        if not torch.isfinite(loss):
-            ids = [s.id for s in batch.sentences[:5]]
+        where = (
+            f"at global step {self.global_step}, epoch {self.current_epoch}, batch {batch_idx} "
+            f"(first sentence ids {[s.id for s in batch.sentences[:5]]})"
+        )
+        try:
+            loss = self.tagger.loss(batch, reduction="mean")
+        except NonFiniteError as err:  # a NaN or +inf score reached the head
             raise FloatingPointError(
-                f"non-finite loss {loss.item()} at global step {self.global_step}, epoch "
-                f"{self.current_epoch}, batch {batch_idx} (first sentence ids {ids}); "
-                "lower the learning rate or check the inputs"
+                f"non-finite scores {where}: {err}; lower the learning rate or check the inputs"
+            ) from err
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"non-finite loss {loss.item()} {where}; lower the learning rate or check the inputs"
             )
         self._check_divergence(float(loss.detach()), batch_idx)
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.sentences))
