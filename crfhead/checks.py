@@ -35,9 +35,10 @@ def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> None:
         bad = bad & mask.reshape(*mask.shape, *([1] * (x.dim() - mask.dim())))
     if bool(bad.any()):
         position = tuple(int(i) for i in bad.nonzero()[0])
+        value = "NaN" if bool(torch.isnan(x[position])) else "+inf"
         raise NonFiniteError(
-            f"{name} is {float(x[position])} at {position} (shape {tuple(x.shape)}): scores must be "
-            "finite, or -inf for a forbidden event"
+            f"{name} is {value} at {position} (shape {tuple(x.shape)}): scores must be finite, "
+            "or -inf for a forbidden event"
         )
 
 

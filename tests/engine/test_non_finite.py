@@ -43,9 +43,9 @@ def test_nan_and_plus_inf_are_refused_naming_tensor_and_position(
     em, tr, start, end, mask = _inputs()
     tensors = {"emissions": em, "transitions": tr, "start": start, "end": end}
     tensors[name][index] = value
-    with pytest.raises(
-        NonFiniteError, match=rf"{name} is {value} at \({', '.join(map(str, index))},?\)"
-    ):
+    shown = "NaN" if value != value else r"\+inf"
+    where = ", ".join(map(str, index))
+    with pytest.raises(NonFiniteError, match=rf"{name} is {shown} at \({where},?\)"):
         make_potentials(em, tr, start, end, mask)
     with pytest.raises(ValueError):  # NonFiniteError is a ValueError (and a FloatingPointError)
         make_potentials(em, tr, start, end, mask)
@@ -78,7 +78,7 @@ def test_every_head_refuses_a_nan_emission(head_cls: type) -> None:
     em[1, 3, 2] = float("nan")
     tags = torch.zeros(2, 4, dtype=torch.long)
     for call in (lambda: head.loss(em, tags, mask), lambda: head.decode(em, mask)):
-        with pytest.raises(NonFiniteError, match=r"emissions is nan at \(1, 3, 2\)"):
+        with pytest.raises(NonFiniteError, match=r"emissions is NaN at \(1, 3, 2\)"):
             call()
 
 
@@ -87,5 +87,5 @@ def test_a_nan_transition_parameter_is_refused_even_when_the_loss_would_look_fin
     with torch.no_grad():
         head.transitions[0, 0] = float("nan")
     em, _, _, _, mask = _inputs()
-    with pytest.raises(NonFiniteError, match="transitions is nan"):
+    with pytest.raises(NonFiniteError, match="transitions is NaN"):
         head.loss(em, torch.ones(2, 4, dtype=torch.long), mask)

@@ -195,7 +195,7 @@ class NaNAfterTwoStepsEncoder(torch.nn.Module):
 def test_error_nan_loss_names_the_step_and_batch(tmp_path: Path) -> None:
     with pytest.raises(
         FloatingPointError,
-        match=r"non-finite scores at global step 2, epoch 0, batch 2 .*emissions is nan at",
+        match=r"non-finite scores at global step 2, epoch 0, batch 2 .*emissions is NaN at",
     ):
         main(
             _args(
