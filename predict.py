@@ -28,6 +28,7 @@ from crfhead.data.datamodule import collator_for
 from crfhead.data.sentence import Sentence
 from crfhead.data.textfile import read_lines
 from crfhead.evaluation.spans import decode_with_confidence
+from crfhead.schemes import repair_tags
 from crfhead.training.checkpoints import read_checkpoint
 from crfhead.training.module import TaggerModule
 
@@ -56,10 +57,36 @@ def read_input(path: Path, fmt: str) -> list[Sentence]:
     ]
 
 
+def _check_output(
+    sentence: Sentence, tags: list[str], spans: list[tuple[object, float]], scheme: str | None
+) -> None:
+    """Refuse output that only broken weights produce: tags the scheme forbids, probabilities not in [0, 1].
+
+    Raises:
+        ValueError: naming the sentence and what is wrong.
+    """
+    name = sentence.id or " ".join(sentence.tokens)[:80]
+    if scheme is not None and repair_tags(tags, scheme)[1]:
+        raise ValueError(
+            f"the model decoded tags that break the {scheme} scheme for sentence {name!r}: "
+            f"{tags[:20]}; its weights exceed the constraint penalty or are corrupt"
+        )
+    bad = [p for _, p in spans if not 0.0 <= p <= 1.0 + 1e-6]  # NaN fails both comparisons
+    if bad:
+        raise ValueError(
+            f"the model gave span probabilities {bad[:5]} (not in [0, 1]) for sentence {name!r}: "
+            "its weights are corrupt"
+        )
+
+
 def tag(
     model: TaggerModule, sentences: list[Sentence], batch_size: int = 64
 ) -> Iterator[dict[str, object]]:
-    """One record per sentence: tokens, tags, spans with probabilities."""
+    """One record per sentence: tokens, tags, spans with probabilities.
+
+    Raises:
+        ValueError: decoded tags the model's scheme forbids, or a probability outside [0, 1].
+    """
     vocabs = model.hparams["vocabs"]
     collate = collator_for(vocabs, model.tagger.needs)
     labels = model.tagger.labels
@@ -73,6 +100,7 @@ def tag(
             )
             tags = model.tagger.head.decode_labels(emissions, mask)
         for sentence, row_tags, spans in zip(batch.sentences, tags, decoded, strict=True):
+            _check_output(sentence, row_tags, spans, labels.scheme)
             yield {
                 "id": sentence.id,
                 "tokens": sentence.tokens,

@@ -197,3 +197,33 @@ def test_predict_refuses_a_foreign_checkpoint_in_one_line(tmp_path: Path) -> Non
     assert str(bad) in str(info.value)
     with pytest.raises(FileNotFoundError, match="checkpoint not found"):
         predict(["--checkpoint", str(tmp_path / "none.ckpt"), "--input", str(text)])
+
+
+@pytest.mark.parametrize("damage", ["forbidden", "nan"])
+def test_predict_refuses_output_of_broken_weights(tmp_path: Path, damage: str) -> None:
+    """Weights that make a constrained CRF decode forbidden tags, or NaN scores, are an error."""
+    from predict import main as predict
+
+    cli = main(["fit", *_args(tmp_path / "run", **{"trainer.max_epochs": 1})])
+    good = Path(cli.trainer.checkpoint_callback.best_model_path)
+    ckpt = torch.load(good, weights_only=False)
+    labels = ckpt["hyper_parameters"]["vocabs"]["labels"]["labels"]
+    inside = next(i for i, lab in enumerate(labels) if lab.startswith("I-"))
+    state = ckpt["state_dict"]
+    if damage == "forbidden":
+        state["tagger.encoder.weight"][:, inside] = 1e5  # emissions beyond the constraint penalty
+        match = "break the BIO scheme"
+    else:
+        state["tagger.head.transitions"][0, 0] = float("nan")
+        match = "transitions is NaN"
+    broken = tmp_path / "broken.ckpt"
+    torch.save(ckpt, broken)
+    text = tmp_path / "in.txt"
+    text.write_text("the company said sales rose in the quarter\n")
+    predict(
+        ["--checkpoint", str(good), "--input", str(text), "--output", str(tmp_path / "ok.jsonl")]
+    )
+    with pytest.raises(ValueError, match=match):
+        predict(
+            ["--checkpoint", str(broken), "--input", str(text), "--output", str(tmp_path / "o")]
+        )
