@@ -8,7 +8,8 @@ Tensor conventions, once for the whole package (``B`` batch, ``T`` time, ``K`` t
 * masks may have holes: the chain links consecutive unmasked positions; a fully masked row has
   ``log Z = 0``, score 0 and path all ``-1``;
 * recursions run in float32 (float64 when given float64), even for bf16/fp16 emissions or under
-  autocast; "impossible" is the one finite constant :data:`crfhead.numerics.IMPOSSIBLE`.
+  autocast; "forbidden" is :data:`crfhead.numerics.IMPOSSIBLE` (``-inf``), excluded exactly by every
+  dynamic program at any magnitude of the other scores.
 
 Every docstring in the package refers to these conventions instead of restating them.
 

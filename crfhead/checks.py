@@ -20,16 +20,19 @@ class NonFiniteError(ValueError, FloatingPointError):
     """A score is NaN or ``+inf`` (a ``ValueError``, and a ``FloatingPointError`` for training guards)."""
 
 
-def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> None:
+def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> bool:
     """Raise :class:`NonFiniteError` if ``x`` holds NaN or ``+inf`` (where ``mask`` ``(B, T)``, if given).
 
     One reduction when every value is finite; ``-inf`` passes.
+
+    Returns:
+        whether every value of ``x`` is finite (masked ones included).
     """
     if x.numel() == 0:
-        return
+        return True
     x = x.detach()
     if bool(torch.isfinite(x).all()):
-        return
+        return True
     bad = torch.isnan(x) | (x == float("inf"))
     if mask is not None:
         bad = bad & mask.reshape(*mask.shape, *([1] * (x.dim() - mask.dim())))
@@ -40,6 +43,7 @@ def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> None:
             f"{name} is {value} at {position} (shape {tuple(x.shape)}): scores must be finite, "
             "or -inf for a forbidden event"
         )
+    return False
 
 
 def _refuse_out_of_range(ids: Tensor, mask: Tensor, size: int, what: str) -> None:

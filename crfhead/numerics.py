@@ -1,10 +1,11 @@
 """Numerical conventions shared by every dynamic program in crfhead.
 
-* ``IMPOSSIBLE`` is the one log-potential that means "this never happens" (a forbidden transition,
-  a masked-out tag). It is finite in float16, bfloat16, float32 and float64, so that ``0 * IMPOSSIBLE``
-  is 0 and no gradient becomes NaN, and it is so far below any real score that ``exp(IMPOSSIBLE)`` is
-  exactly 0 in float32 and float64: a partition function over a constrained chain equals the sum over
-  the valid paths only.
+* ``IMPOSSIBLE`` (``-inf``) is the one log-potential that means "this never happens" (a forbidden
+  start, transition or end, a masked-out tag). Forbidden is structural: every recursion excludes
+  ``-inf`` terms exactly (``exp(-inf) = 0``, never chosen by a max), whatever the magnitude of the
+  other scores, and decides "no such path" by the score being ``-inf``, never by a threshold. The
+  recursions never form ``-inf - (-inf)`` or ``0 * -inf``: a shift by a maximum uses 0 where that
+  maximum is ``-inf`` (:func:`safe_max`), and a sum that is 0 is never divided by.
 * The recursions run in float32 even when emissions arrive in bfloat16/float16 or under autocast, and in
   float64 when given float64 (see :func:`compute_dtype` and :func:`no_autocast`).
 """
@@ -24,43 +25,63 @@ __all__ = [
     "is_tracing",
     "logsumexp",
     "no_autocast",
+    "safe_max",
     "softmax",
+    "without_impossible",
 ]
 
-IMPOSSIBLE: float = -1.0e4
-"""Log-potential of an impossible event: finite in every floating dtype, ``exp`` of it is 0."""
+IMPOSSIBLE: float = float("-inf")
+"""Log-potential of an impossible event: ``-inf``, excluded exactly by every dynamic program."""
 
 
 EXP_FLOOR: float = -87.0
-"""Arguments of ``exp`` are clamped here (``exp(-87)`` ≈ 1.6e-38 is still a normal float32).
+"""Arguments of ``exp`` below this give exactly 0 (``exp(-87)`` ≈ 1.6e-38 is still a normal float32).
 
 On x86 CPUs the vectorised ``exp`` falls into a slow path (10-30x slower) for arguments below about
--87, where results underflow or are denormal, which every ``IMPOSSIBLE`` score and every sharply peaked
-distribution produces. A term ``exp(-87)`` times smaller than the largest changes a sum by less than the
-float64 epsilon, so clamping there is exact to machine precision in float32 and float64.
+-87, where results underflow or are denormal, which every sharply peaked distribution produces. A term
+``exp(-87)`` times smaller than the largest changes a sum by less than the float64 epsilon, so the
+floor is exact to machine precision in float32 and float64.
 """
 
 
+def safe_max(x: torch.Tensor, dim: int, keepdim: bool = False) -> torch.Tensor:
+    """``x.amax(dim)``, with 0 where every entry is ``-inf``: a shift that never makes NaN."""
+    m = x.amax(dim=dim, keepdim=keepdim)
+    return torch.where(m == float("-inf"), torch.zeros_like(m), m)
+
+
+def _floored_exp(shifted: torch.Tensor) -> torch.Tensor:
+    """``exp(shifted)``, exactly 0 below ``EXP_FLOOR`` (and for ``-inf``)."""
+    return torch.where(shifted < EXP_FLOOR, 0.0, shifted.clamp(min=EXP_FLOOR).exp())
+
+
 def logsumexp(x: torch.Tensor, dim: int, keepdim: bool = False) -> torch.Tensor:
-    """``log(sum(exp(x), dim))``, shifted by the max, with ``exp``'s arguments floored at ``EXP_FLOOR``."""
-    m = x.amax(dim=dim, keepdim=True)
-    out = (x - m).clamp(min=EXP_FLOOR).exp().sum(dim=dim, keepdim=True).log() + m
+    """``log(sum(exp(x), dim))``, shifted by the max; ``-inf`` where every entry is ``-inf``.
+
+    Its gradient is the softmax of ``x`` (0 on ``-inf`` entries, and 0 where every entry is ``-inf``).
+    """
+    m = safe_max(x, dim=dim, keepdim=True)
+    s = _floored_exp(x - m).sum(dim=dim, keepdim=True)
+    some = s > 0
+    out = torch.where(some, torch.where(some, s, 1.0).log() + m, float("-inf"))
     return out if keepdim else out.squeeze(dim)
 
 
 def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
-    """``softmax(x, dim)``; entries more than ``-EXP_FLOOR`` below the max are exactly 0."""
-    shifted = x - x.amax(dim=dim, keepdim=True)
-    e = torch.where(shifted < EXP_FLOOR, 0.0, shifted.clamp(min=EXP_FLOOR).exp())
-    return e / e.sum(dim=dim, keepdim=True)
+    """``softmax(x, dim)``; entries more than ``-EXP_FLOOR`` below the max are exactly 0, all 0 if all ``-inf``."""
+    e = _floored_exp(x - safe_max(x, dim=dim, keepdim=True))
+    s = e.sum(dim=dim, keepdim=True)
+    return e / torch.where(s > 0, s, 1.0)
 
 
 def is_impossible(score: torch.Tensor) -> torch.Tensor:
-    """Whether a path score contains at least one ``IMPOSSIBLE`` term (or is ``-inf``).
+    """Whether a score is ``-inf``: a path through at least one forbidden event (decided exactly)."""
+    return score == float("-inf")
 
-    Real scores are far above ``IMPOSSIBLE / 2``; a path through one forbidden event is below it.
-    """
-    return score <= IMPOSSIBLE / 2
+
+def without_impossible(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with ``-inf`` entries set to 0, for products ``p * x`` where ``p`` is exactly 0 there."""
+    return torch.where(x == float("-inf"), torch.zeros_like(x), x)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -3,7 +3,7 @@
 Written independently of the engine (plain Python over ``itertools.product``): a path of row ``b`` is an
 assignment of tags to the unmasked positions of that row; its score is start + emissions +
 transitions between consecutive unmasked positions (per-position transitions: the entry of the
-position entered) + end. ``allowed`` (optional bool ``(K, K)``, ``(K,)``, ``(K,)``) keeps only the
+position entered) + end; a path with a ``-inf`` term is forbidden and left out. ``allowed`` (optional bool ``(K, K)``, ``(K,)``, ``(K,)``) keeps only the
 paths that use allowed transitions, starts and ends.
 """
 
@@ -63,8 +63,8 @@ class RowPaths:
         return out
 
     def best(self) -> tuple[float, list[int]]:
-        if not self.positions:
-            return 0.0, [-1] * self.T
+        if not self.positions or not self.scores:
+            return (0.0 if not self.positions else -math.inf), [-1] * self.T
         i = max(range(len(self.scores)), key=lambda j: self.scores[j])
         return self.scores[i], self.paths[i]
 
@@ -128,6 +128,8 @@ def enumerate_rows(
                     total += trans.item()
             if positions:
                 total += e[assignment[-1]].item()
+            if total == -math.inf:  # a forbidden (-inf) start, emission, transition or end
+                continue
             paths.append(path)
             scores.append(total)
         rows.append(RowPaths(T, K, positions, paths, scores))

@@ -27,7 +27,8 @@ a batch and a time axis comes back with exactly those two axes swapped, everythi
 
 (So ``topk(...)[1][:, j]`` and ``sample(...)[s]`` are ``(T, B)`` path tensors, like ``viterbi``'s.)
 
-Refused with ``batch_first=False`` (``NotImplementedError``): ``potentials`` and ``gold_score``.
+Refused with ``batch_first=False`` (``NotImplementedError``): ``potentials``, ``gold_score`` and
+``check_gold``.
 They hand out or take :class:`~crfhead.engine.potentials.ChainPotentials`, the engine's batch-first
 structure, so a time-first layer has no unambiguous layout for them; use ``batch_first=True`` (or
 :class:`crfhead.heads.CRF`) to work at the engine level. A public method added to the base classes
@@ -124,14 +125,18 @@ _OUTPUTS: dict[str, tuple[_Output, str]] = {
 }
 
 # Public methods that take or give no (B, T) layout at all: inherited as they are.
-_LAYOUT_FREE = frozenset({"check_gold", "emissions_from_batch", "reset_parameters", "extra_repr"})
+_LAYOUT_FREE = frozenset({"emissions_from_batch", "reset_parameters", "extra_repr"})
 
 _ENGINE_LEVEL = (
     "works on ChainPotentials, the engine's batch-first structure, which has no time-first layout; "
     "use batch_first=True (or crfhead.heads.CRF) at the engine level"
 )
 # Public methods refused with batch_first=False, and why.
-_REFUSED: dict[str, str] = {"potentials": _ENGINE_LEVEL, "gold_score": _ENGINE_LEVEL}
+_REFUSED: dict[str, str] = {
+    "potentials": _ENGINE_LEVEL,
+    "gold_score": _ENGINE_LEVEL,
+    "check_gold": _ENGINE_LEVEL,
+}
 _UNCLASSIFIED = (
     "is not yet classified by crfhead.compat.torchcrf, so it could misread (T, B) inputs; "
     "use batch_first=True"

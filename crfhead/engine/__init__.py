@@ -158,14 +158,16 @@ def viterbi(pot: ChainPotentials, backend: str | None = None) -> tuple[Tensor, T
 
     Returns:
         ``(scores, paths)``: ``(B,)`` best score (0 for an empty row; differentiable, as the score of
-        the path) and ``(B, T)`` int64 tags, ``-1`` at masked positions.
+        the path) and ``(B, T)`` int64 tags, ``-1`` at masked positions. A row none of whose paths is
+        allowed (every one uses a ``-inf`` score) has score ``-inf`` and path all ``-1``.
     """
     name = resolve(pot.emissions.device, backend)
     if name == "portable":
         return decode.viterbi(pot)
     scores, paths = kernel(name).viterbi(pot)
     if pot.differentiable:
-        scores = scan.score(pot, paths)
+        found = scores > float("-inf")
+        scores = torch.where(found, scan.score(pot, paths.clamp(min=0)), scores)
     return scores, paths
 
 
@@ -173,9 +175,10 @@ def viterbi(pot: ChainPotentials, backend: str | None = None) -> tuple[Tensor, T
 def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
     """The ``k`` highest-scoring paths of each chain, best first.
 
-    Paths that do not exist (fewer than ``k`` paths) or that go through an ``IMPOSSIBLE`` potential are
-    reported as missing: score ``-inf`` and path all ``-1``. An empty row has one path, the empty one,
-    of score 0.
+    Paths that do not exist (the row has fewer than ``k`` allowed paths: paths through a ``-inf``
+    score are not paths) are reported as missing: score ``-inf`` and path all ``-1``; every path
+    returned with a finite score exists, however low that score. An empty row has one path, the empty
+    one, of score 0.
 
     Returns:
         ``(scores, paths)``: ``(B, k)`` and ``(B, k, T)`` int64 (``-1`` at masked positions).
@@ -193,7 +196,7 @@ def posterior_decode(
         pot: the chain potentials.
         valid_only: instead of the per-position argmax (which may string together a forbidden bigram),
             return the path of largest expected number of correct tags ``sum_t gamma_t(z_t)`` among
-            paths that use no ``IMPOSSIBLE`` start, transition or end.
+            paths that use no forbidden (``-inf``) emission, start, transition or end.
         backend: the engine backend for the marginals and the constrained Viterbi.
     """
     gamma = marginals(pot, backend=backend)  # (B, T, K)

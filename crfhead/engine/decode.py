@@ -49,7 +49,11 @@ def _best_paths(semiring: Semiring, pot: ChainPotentials) -> tuple[Tensor, Tenso
             rank = torch.where(go, flat % R, rank)
     if T == 0:
         return fwd.total, torch.full((B, R, 0), -1, dtype=torch.long, device=pot.mask.device)
-    return fwd.total, torch.stack(steps[::-1], dim=2)
+    paths = torch.stack(steps[::-1], dim=2)
+    # A score of -inf is a path that does not exist (every path of the row, or all but fewer than
+    # R, is forbidden): its back-trace followed arbitrary pointers, so it is erased.
+    missing = is_impossible(fwd.total)
+    return fwd.total, torch.where(missing[..., None], torch.full_like(paths, -1), paths)
 
 
 def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
@@ -59,19 +63,15 @@ def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
 
 
 def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
-    """:func:`crfhead.engine.topk`: the k-max scan, its back-trace, missing paths marked."""
-    scores, paths = _best_paths(KMaxSemiring(k), pot)
-    missing = is_impossible(scores)
-    scores = torch.where(missing, torch.full_like(scores, float("-inf")), scores)
-    paths = torch.where(missing[..., None], torch.full_like(paths, -1), paths)
-    return scores, paths
+    """:func:`crfhead.engine.topk`: the k-max scan and its back-trace (missing paths: ``-inf``, ``-1``)."""
+    return _best_paths(KMaxSemiring(k), pot)
 
 
 def mbr_potentials(pot: ChainPotentials, gamma: Tensor) -> ChainPotentials:
     """The chain whose best path maximises ``sum_t gamma_t(z_t)`` over the paths ``pot`` allows.
 
     Args:
-        pot: the chain potentials (their ``IMPOSSIBLE`` starts, transitions and ends are kept).
+        pot: the chain potentials (their forbidden emissions, starts, transitions and ends are kept).
         gamma: ``(B, T, K)`` node marginals of ``pot``.
     """
 
@@ -79,7 +79,7 @@ def mbr_potentials(pot: ChainPotentials, gamma: Tensor) -> ChainPotentials:
         return torch.where(is_impossible(x), torch.full_like(x, IMPOSSIBLE), torch.zeros_like(x))
 
     return ChainPotentials(
-        emissions=gamma,
+        emissions=torch.where(is_impossible(pot.emissions), IMPOSSIBLE, gamma),
         transitions=gate(pot.transitions),
         start=gate(pot.start),
         end=gate(pot.end),
@@ -117,4 +117,6 @@ def sample(
             into = trans.T[z] if trans.dim() == 2 else trans.transpose(1, 2)[batch, z]
             prev = _gumbel_argmax(alphas[:, t - 1] + into, generator)  # into: (S, B, K_from)
             z = torch.where(follow[None, :, t], prev, z)
-    return torch.stack(steps[::-1], dim=2)
+    paths = torch.stack(steps[::-1], dim=2)
+    none = ~(alphas[:, -1] + pot.end > float("-inf")).any(-1) & pot.nonempty  # no valid path, (B,)
+    return torch.where(none[None, :, None], torch.full_like(paths, -1), paths)

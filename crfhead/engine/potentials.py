@@ -5,8 +5,10 @@ log-potentials, ``transitions`` ``(K, K)`` or ``(B, T-1, K, K)`` ``[from, to]`` 
 position ``t`` from the previous *unmasked* one), ``start``/``end`` ``(K,)`` score the first/last
 unmasked tag, ``mask`` ``(B, T)`` bool with holes allowed.
 
-:func:`make_potentials` validates at the public boundary (errors print the actual shapes), upcasts to
-the compute dtype (float32, or float64 when given float64) and clamps ``-inf`` to ``IMPOSSIBLE``.
+:func:`make_potentials` validates at the public boundary (errors print the actual shapes) and upcasts
+to the compute dtype (float32, or float64 when given float64). ``-inf`` (:data:`~crfhead.numerics.
+IMPOSSIBLE`) means forbidden and is kept as it is: the recursions exclude it exactly. No score is
+clamped, whatever its magnitude.
 """
 
 from __future__ import annotations
@@ -135,7 +137,8 @@ def make_potentials(
     Raises:
         ValueError: on a wrong shape, dtype or device; the message prints the actual shapes.
         NonFiniteError: (a ``ValueError``) a NaN or ``+inf`` score, at an unmasked position of the
-            emissions or anywhere in the transitions, start or end; ``-inf`` means forbidden.
+            emissions or anywhere in the transitions, start or end; ``-inf`` means forbidden, and
+            emissions at masked positions are ignored (they may hold anything).
     """
     _check_float("emissions", emissions)
     if emissions.dim() != 3:
@@ -182,18 +185,18 @@ def make_potentials(
             raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
 
     tracing = is_tracing()
+    finite = True
     if not tracing:
-        refuse_non_finite("emissions", emissions, mask)
+        finite = refuse_non_finite("emissions", emissions, mask)
         for name, x in (("transitions", transitions), ("start", ends[0]), ("end", ends[1])):
             refuse_non_finite(name, x)
+    if tracing or not finite:
+        # Padding may hold anything (NaN, +-inf); it becomes 0, so that no recursion, and no gradient
+        # through an unselected branch, ever meets it.
+        emissions = torch.where(mask[..., None], emissions, torch.zeros((), dtype=emissions.dtype))
 
     def prep(x: Tensor) -> Tensor:
-        if x.dtype != dtype:
-            x = x.to(dtype)
-        # Clamp only where needed: a clamp on every call costs an op and an autograd node per tensor.
-        if tracing or (x.numel() > 0 and float(x.detach().min()) < IMPOSSIBLE):
-            x = x.clamp(min=IMPOSSIBLE)
-        return x
+        return x if x.dtype == dtype else x.to(dtype)
 
     return ChainPotentials(
         emissions=prep(emissions),
@@ -205,5 +208,8 @@ def make_potentials(
 
 
 def constrain(scores: Tensor, allowed: Tensor) -> Tensor:
-    """``scores`` where ``allowed``, ``IMPOSSIBLE`` elsewhere (``allowed`` broadcasts to ``scores``)."""
+    """``scores`` where ``allowed``, ``IMPOSSIBLE`` (``-inf``) elsewhere (``allowed`` broadcasts to ``scores``).
+
+    The gradient to a forbidden entry is exactly 0.
+    """
     return torch.where(allowed, scores, torch.full_like(scores, IMPOSSIBLE))

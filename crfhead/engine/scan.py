@@ -5,7 +5,9 @@ Theorem 1 of the seed ``000_7c5bc3c5795a6d4c.txt`` (the chain distributive law) 
     alpha_t(k) = U_t(k) + ⊕_j [alpha_{t'}(j) + P_t(j, k)]        (t' = previous unmasked position)
     beta_t(j)  = ⊕_k [P_{t''}(j, k) + U_{t''}(k) + beta_{t''}(k)]  (t'' = next unmasked position)
 
-with ``alpha`` starting at ``start + U`` and ``beta`` at ``end``. (a) ``⊕_k alpha_T(k) + end(k)`` is
+with ``alpha`` starting at ``start + U`` and ``beta`` at ``end``. Forbidden events are ``-inf``
+(:data:`crfhead.numerics.IMPOSSIBLE`) and excluded exactly; a row none of whose paths is allowed has
+``log Z = -inf``, all-zero marginals and no Viterbi path. (a) ``⊕_k alpha_T(k) + end(k)`` is
 ``log Z`` (log semiring) or the best score (max semiring); (b) ``alpha_t + beta_t`` aggregates the paths
 through ``(t, k)``; (c) likewise for an edge.
 
@@ -29,7 +31,7 @@ from torch import Tensor
 
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.engine.semiring import LogSemiring, MaxSemiring, Semiring
-from crfhead.numerics import EXP_FLOOR, softmax
+from crfhead.numerics import EXP_FLOOR, safe_max, softmax, without_impossible
 
 __all__ = [
     "ForwardResult",
@@ -314,21 +316,31 @@ def max_marginals(pot: ChainPotentials) -> Tensor:
     """
     fwd = forward_scan(_MAX, pot)
     both = fwd.alphas[..., 0] + backward_scan(_MAX, pot)  # (B, T, K), up to a per-(b, t) shift
-    log_best = fwd.total[:, 0] - forward_scan(_LOG, pot).total[:, 0]  # log p(best path), (B,)
-    log_mu = both - both.amax(dim=-1, keepdim=True) + log_best[:, None, None]
+    best, log_z = fwd.total[:, 0], forward_scan(_LOG, pot).total[:, 0]
+    found = best > float("-inf")
+    log_best = torch.where(
+        found, best - torch.where(found, log_z, 0.0), float("-inf")
+    )  # log p(best)
+    log_mu = both - safe_max(both, dim=-1, keepdim=True) + log_best[:, None, None]
     mu = torch.where(log_mu < EXP_FLOOR, 0.0, log_mu.clamp(min=EXP_FLOOR).exp())
     return torch.where(pot.mask[..., None], mu, torch.zeros_like(mu))
 
 
 def entropy(pot: ChainPotentials) -> Tensor:
-    """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals; 0 if empty."""
+    """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals.
+
+    0 for an empty row and for a row with no valid path.
+    """
     fwd = forward_scan(_LOG, pot)
     alphas = fwd.alphas[..., 0]
     betas = backward_scan(_LOG, pot)
     node = node_marginals(pot, alphas, betas)
     edge = pair_marginals(pot, alphas, betas)
-    expected = (node * pot.emissions).sum((1, 2))
-    expected = expected + (node * pot.is_first[..., None] * pot.start).sum((1, 2))
-    expected = expected + (node * pot.is_last[..., None] * pot.end).sum((1, 2))
-    expected = expected + (edge * pot.edge_transitions()).sum((1, 2, 3))
-    return fwd.total[:, 0] - expected
+    # A forbidden (-inf) score has probability exactly 0: its term is 0, never 0 * -inf.
+    emissions, start, end = (without_impossible(x) for x in (pot.emissions, pot.start, pot.end))
+    expected = (node * emissions).sum((1, 2))
+    expected = expected + (node * pot.is_first[..., None] * start).sum((1, 2))
+    expected = expected + (node * pot.is_last[..., None] * end).sum((1, 2))
+    expected = expected + (edge * without_impossible(pot.edge_transitions())).sum((1, 2, 3))
+    log_z = fwd.total[:, 0]
+    return torch.where(log_z > float("-inf"), log_z - expected, 0.0)

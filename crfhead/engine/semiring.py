@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from torch import Tensor
 
-from crfhead.numerics import logsumexp
+from crfhead.numerics import logsumexp, safe_max
 
 __all__ = ["KMaxSemiring", "LogSemiring", "MaxSemiring", "Semiring"]
 
@@ -43,9 +43,10 @@ class Semiring:
         """A per-row shift of a ``(B, K, R)`` state, ``(B,)``, subtracted to keep states O(1).
 
         Every semiring here uses the largest entry: any shift is exact (it is accumulated separately),
-        and ``max`` is several times cheaper than a log-sum-exp.
+        and ``max`` is several times cheaper than a log-sum-exp. A state that is all ``-inf`` (no valid
+        path reaches it) is shifted by 0, so it stays ``-inf`` and never becomes NaN.
         """
-        return state.flatten(1).amax(dim=1)
+        return safe_max(state.flatten(1), dim=1)
 
 
 class LogSemiring(Semiring):

@@ -185,7 +185,10 @@ def _probabilities(
             mask=torch.cat([pot.mask, pot.mask[idx]]),
         )
         log_z = engine.log_partition(stacked)  # (B + R,)
-        ratios = (log_z[B:] - log_z[:B][idx]).exp()  # (R,) Z_c / Z
+        whole = log_z[:B][idx]  # a sentence with no valid path has no span of any probability
+        ratios = torch.where(
+            whole > float("-inf"), log_z[B:] - whole, float("-inf")
+        ).exp()  # Z_c / Z
         totals = totals.index_add(0, torch.tensor(row_span, device=device), ratios)
     flat = totals.clamp(0.0, 1.0).tolist()
     out: list[list[float]] = []

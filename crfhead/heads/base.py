@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from crfhead import engine
 from crfhead.engine.potentials import ChainPotentials, check_tag_range
-from crfhead.numerics import is_impossible, is_tracing
+from crfhead.numerics import is_tracing
 from crfhead.schemes import allowed_transitions, canonical_scheme
 
 __all__ = ["DECODERS", "REDUCTIONS", "ChainHead", "CountingHead", "reduce_loss"]
@@ -162,25 +162,35 @@ class ChainHead(nn.Module):
             ValueError: (constrained head) a gold path with an invalid start, transition or end; the
                 message names the sequences and points to :func:`crfhead.schemes.repair_tags`.
         """
-        gold = engine.score(pot, self._check_tags(emissions, tags, pot.mask))
-        self.check_gold(gold)
-        return gold
+        tags = self._check_tags(emissions, tags, pot.mask)
+        self.check_gold(pot, tags)
+        return engine.score(pot, tags)
 
-    def check_gold(self, gold: Tensor) -> None:
-        """Refuse gold scores ``(B,)`` that contain a forbidden event of a constrained head.
+    def check_gold(self, pot: ChainPotentials, tags: Tensor) -> None:
+        """Refuse gold ``tags`` ``(B, T)`` (in range) that break a constrained head's scheme.
+
+        Decided on the tags themselves (a forbidden start, transition or end), never by the score, so
+        a valid gold path is accepted however low its score.
 
         Raises:
             ValueError: naming the sequences and pointing to :func:`crfhead.schemes.repair_tags`.
         """
-        if self.constrained and not is_tracing():
-            broken = is_impossible(gold)
-            if bool(broken.any()):
-                rows = broken.nonzero()[:, 0].tolist()
-                raise ValueError(
-                    f"gold tags of sequence(s) {rows[:10]} break the {self.scheme} scheme "
-                    "(an invalid start, transition or end); repair them with "
-                    "crfhead.schemes.repair_tags before training"
-                )
+        if not self.constrained or is_tracing():
+            return
+        safe = torch.where(pot.mask, tags, torch.zeros_like(tags)).to(self.allowed_start.device)
+        mask = pot.mask.to(safe.device)
+        broken = (pot.is_first.to(safe.device) & ~self.allowed_start[safe]).any(1)
+        broken |= (pot.is_last.to(safe.device) & ~self.allowed_end[safe]).any(1)
+        prev = safe.gather(1, pot.prev_index.to(safe.device).clamp(min=0))
+        linked = mask & pot.has_prev.to(safe.device)
+        broken |= (linked & ~self.allowed_transitions[prev, safe]).any(1)
+        if bool(broken.any()):
+            rows = broken.nonzero()[:, 0].tolist()
+            raise ValueError(
+                f"gold tags of sequence(s) {rows[:10]} break the {self.scheme} scheme "
+                "(an invalid start, transition or end); repair them with "
+                "crfhead.schemes.repair_tags before training"
+            )
 
     @staticmethod
     def _check_reduction(reduction: str) -> None:
@@ -239,7 +249,7 @@ class ChainHead(nn.Module):
         return engine.log_partition(self.potentials(emissions, mask))
 
     def score(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Score of the given tag paths, ``(B,)`` (``IMPOSSIBLE`` terms included if they break constraints)."""
+        """Score of the given tag paths, ``(B,)``; ``-inf`` for a path that breaks the constraints."""
         pot = self.potentials(emissions, mask)
         return engine.score(pot, self._check_tags(emissions, tags, pot.mask))
 

@@ -3,7 +3,8 @@
 ``p(z | x) = exp(score(z)) / Z(x)`` with ``score(z) = start[z_1] + sum_t emissions[t, z_t]
 + sum_t transitions[z_{t-1}, z_t] + end[z_T]`` over the unmasked positions. The layer owns the
 transition parameters; everything else is the pure chain engine (:mod:`crfhead.engine`). With ``labels`` and a ``scheme`` the layer is constrained: forbidden starts,
-transitions and ends are ``IMPOSSIBLE`` in the partition function, the loss *and* every decoder.
+transitions and ends are ``IMPOSSIBLE`` (``-inf``, excluded exactly) in the partition function, the
+loss *and* every decoder.
 
 Parameter names and initialisation match pytorch-crf 0.7.2, so its ``state_dict`` loads unchanged.
 """
@@ -67,8 +68,10 @@ class CRF(ChainHead):
     ) -> tuple[Tensor, Tensor]:
         """``log Z - score(tags)`` per sequence by one fused engine call; refuses gold paths the scheme forbids."""
         pot = self.potentials(emissions, mask)
-        losses, gold = engine.nll(pot, self._check_tags(emissions, tags, pot.mask, values=False))
-        self.check_gold(gold)
+        # A constrained head reads its scheme at the tags, so their range is checked first.
+        tags = self._check_tags(emissions, tags, pot.mask, values=self.constrained)
+        self.check_gold(pot, tags)
+        losses, _ = engine.nll(pot, tags)
         return losses, pot.mask
 
     def sequence_losses(

@@ -79,9 +79,10 @@ class ILPResult:
 
 @dataclass(frozen=True)
 class _Program:
-    """The program in HiGHS's form: minimise ``c @ x`` s.t. ``lb <= A @ x <= ub``, ``0 <= x <= 1``."""
+    """The program in HiGHS's form: minimise ``c @ x`` s.t. ``lb <= A @ x <= ub``, ``0 <= x <= upper``."""
 
     c: NDArray[np.float64]
+    upper: NDArray[np.float64]  # 1, or 0 for a forbidden (-inf) node or link: excluded structurally
     constraints: LinearConstraint
     n_y: int  # y occupies x[:n_y], node-major (node * K + k)
     nodes: NDArray[np.int64]  # (N, 2): the (b, t) of each node, row-major order
@@ -104,7 +105,7 @@ def _validate(
         if bool(torch.isnan(x).any()) or bool(torch.isposinf(x).any()):
             raise ValueError(f"{name} must not hold NaN or +inf, got {x.tolist()}")
     cpu = torch.device("cpu")
-    # -inf becomes IMPOSSIBLE here, exactly as the engine's score sees it.
+    # -inf (forbidden) is kept: _build fixes those variables at 0.
     return make_potentials(
         emissions.detach().to(cpu, torch.float64),
         transitions.detach().to(cpu, torch.float64),
@@ -149,6 +150,9 @@ def _build(pot: ChainPotentials, patterns: Sequence[Pattern]) -> _Program:
     P = len(active)
     c_p = np.array([float(p.score) for p in active], dtype=np.float64)
     c = -np.concatenate([c_y.reshape(-1), c_mu.reshape(-1), c_p])  # milp minimises
+    forbidden = np.isinf(c)  # a -inf score: the variable is fixed at 0, whatever the other scores
+    upper = np.where(forbidden, 0.0, 1.0)
+    c = np.where(forbidden, 0.0, c)
 
     rows: list[NDArray[np.int64]] = []
     cols: list[NDArray[np.int64]] = []
@@ -254,7 +258,7 @@ def _build(pot: ChainPotentials, patterns: Sequence[Pattern]) -> _Program:
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_x)
     ).tocsr()
     cons = LinearConstraint(A, np.concatenate(lbs), np.concatenate(ubs))
-    return _Program(c=c, constraints=cons, n_y=n_y, nodes=nodes)
+    return _Program(c=c, upper=upper, constraints=cons, n_y=n_y, nodes=nodes)
 
 
 def _solve(prog: _Program, integral: bool, time_limit: float | None) -> Any:
@@ -272,7 +276,7 @@ def _solve(prog: _Program, integral: bool, time_limit: float | None) -> Any:
         return milp(
             prog.c,
             integrality=integrality,
-            bounds=Bounds(np.zeros(n_x), np.ones(n_x)),
+            bounds=Bounds(np.zeros(n_x), prog.upper),
             constraints=[prog.constraints],
             options=options,
         )
@@ -319,7 +323,8 @@ def solve_ilp(
         lp_first: solve the LP relaxation first and stop there if it is integral.
 
     Returns:
-        An :class:`ILPResult`; ``-inf`` potentials are read as ``IMPOSSIBLE``, as the engine does.
+        An :class:`ILPResult`; a ``-inf`` potential is forbidden (its variable is fixed at 0), as in the
+        engine.
 
     Raises:
         ValueError: a wrong shape, dtype or device (the message prints the actual shapes), NaN or

@@ -98,7 +98,8 @@ def compose_nll(
 ) -> tuple[Moments, Tensor]:
     """A kernel's ``nll`` from its ``forward_backward``: ``(loss moments, gold score (B,))``.
 
-    The loss is ``log Z - score(tags)``, its gradient's parts the marginals minus :func:`gold_counts`.
+    The loss is ``log Z - score(tags)`` (``+inf`` for a forbidden gold path), its gradient's parts the
+    marginals minus :func:`gold_counts`.
 
     Raises:
         ValueError: an unmasked tag outside ``[0, K)`` (not checked while tracing).
@@ -107,14 +108,16 @@ def compose_nll(
         check_tag_range(tags, pot.mask, pot.shape[2])
     m: Moments = forward_backward(pot, marginals=grads, edges=grads and edges)
     gold = gold_counts(pot, tags, grads and edges)
+    # A forbidden gold path (score -inf) has an infinite loss, also where log Z is -inf too.
+    value = torch.where(gold.value == float("-inf"), float("inf"), m.value - gold.value)
     if not grads:
-        return Moments(m.value - gold.value), gold.value
+        return Moments(value), gold.value
 
     def minus(a: Tensor | None, b: Tensor | None) -> Tensor | None:
         return None if a is None or b is None else a - b
 
     loss = Moments(
-        m.value - gold.value,
+        value,
         minus(m.node, gold.node),
         minus(m.edge, gold.edge),
         minus(m.first, gold.first),
