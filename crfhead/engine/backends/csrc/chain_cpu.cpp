@@ -9,8 +9,15 @@
 //   start, end  (K,)
 //   mask        (B, T) bool (one byte each); holes allowed: the chain links consecutive unmasked
 //               positions. A row with no unmasked position has log Z = 0 and an all -1 path.
-// Every array is contiguous, row-major. Scores below IMPOSSIBLE (-1e4) are read as IMPOSSIBLE, as the
-// portable engine clamps them.
+// Every array is contiguous, row-major.
+//
+// Forbidden is structural: any score (unmasked emissions, transitions, start, end) may be -inf, which
+// means forbidden; no score is clamped, whatever its magnitude (masked emissions are never read). A
+// -inf term contributes exactly 0 probability and is never chosen by a max. No -inf - (-inf) is ever
+// formed: a shift by a maximum that is -inf shifts by 0 instead, and no sum that is 0 is divided by. A
+// row whose every path is forbidden ("no valid path") has log Z = -inf, node/edge/first/last marginals
+// exactly 0, and Viterbi score -inf with an all -1 path; the loss of a gold path with a -inf score is
+// +inf (also when log Z is -inf), its gradient the marginals minus the gold counts as usual.
 //
 // Layout. With shared transitions (the common case) sequences are processed in blocks of W (8 float or
 // 4 double lanes of a 256-bit vector), one sequence per SIMD lane ("structure of arrays"): each step is
@@ -50,8 +57,7 @@
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-constexpr double kImpossible = -1.0e4;  // crfhead.numerics.IMPOSSIBLE
-constexpr double kExpFloor = -87.0;     // crfhead.numerics.EXP_FLOOR
+constexpr double kExpFloor = -87.0;  // crfhead.numerics.EXP_FLOOR
 
 template <typename S>
 struct Tiny;
@@ -130,7 +136,8 @@ struct FlushDenormals {
 // ------------------------------------------------------------------------------------------ exp
 
 // exp for float that the compiler vectorises (Cephes-style: Cody-Waite range reduction and a degree-6
-// polynomial, relative error below 2e-7); 0 below EXP_FLOOR, arguments above 88 clamped.
+// polynomial, relative error below 2e-7); 0 below EXP_FLOOR and for -inf, arguments above 88 clamped.
+// Arguments are never NaN here (every shift by a max that is -inf uses 0).
 inline float fast_exp(float x) {
   if (x < static_cast<float>(kExpFloor)) return 0.0f;
   x = std::min(88.0f, x);
@@ -186,12 +193,15 @@ S max_of(const S* x, int64_t n) {
   return m;
 }
 
-// out = exp(x - max x) (n values); returns max x.
+// out = exp(x - max x) (n values); returns max x. When every x is -inf the shift is 0: out is all 0 and
+// the returned max -inf (the caller's normaliser then fails and the sequence falls back to log space,
+// which finds whether any path is left).
 template <typename S>
 double exp_shifted(const S* x, int64_t n, S* out) {
   const S m = max_of(x, n);
+  const S shift = m == -std::numeric_limits<S>::infinity() ? S(0) : m;
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = fast_exp(x[i] - m);
+  for (int64_t i = 0; i < n; ++i) out[i] = fast_exp(x[i] - shift);
   return static_cast<double>(m);
 }
 
@@ -217,11 +227,6 @@ double logsumexp(const double* x, int64_t n) {
   return m + std::log(s);
 }
 
-template <typename S>
-inline S clamp_low(S x) {
-  return std::max(x, static_cast<S>(kImpossible));
-}
-
 // ------------------------------------------------------------------------------------------ shared
 
 // Outputs of one call (nullptr where not wanted).
@@ -245,25 +250,22 @@ struct Shared {
   Shared(const Chain<S>& c, bool transitions) {
     const int64_t K = c.K;
     if (transitions && K > 0) {
-      std::vector<S> tr(K * K);
-      for (int64_t q = 0; q < K * K; ++q) tr[q] = clamp_low(c.trans[q]);
       P.resize(K * K);
       PT.resize(K * K);
-      pmax = exp_shifted(tr.data(), K * K, P.data());
+      pmax = exp_shifted(c.trans, K * K, P.data());
       for (int64_t j = 0; j < K; ++j)
         for (int64_t k = 0; k < K; ++k) PT[k * K + j] = P[j * K + k];
     }
-    std::vector<S> v(K), e(K);
-    for (int64_t k = 0; k < K; ++k) v[k] = clamp_low(c.start[k]);
+    std::vector<S> e(K);
     start.resize(K);
-    smax = K ? exp_shifted(v.data(), K, start.data()) : 0.0;
-    for (int64_t k = 0; k < K; ++k) v[k] = clamp_low(c.end[k]);
-    emax = K ? exp_shifted(v.data(), K, e.data()) : 0.0;
+    smax = K ? exp_shifted(c.start, K, start.data()) : 0.0;
+    emax = K ? exp_shifted(c.end, K, e.data()) : 0.0;
     end.assign(e.begin(), e.end());
     double sum = 0;
     for (int64_t k = 0; k < K; ++k) sum += end[k];
-    end_norm.resize(K);
-    for (int64_t k = 0; k < K; ++k) end_norm[k] = static_cast<S>(end[k] / sum);
+    end_norm.assign(K, S(0));  // all 0 when every end is -inf (no path: every sequence falls back)
+    if (sum > 0)
+      for (int64_t k = 0; k < K; ++k) end_norm[k] = static_cast<S>(end[k] / sum);
   }
 };
 
@@ -272,7 +274,7 @@ template <typename S>
 struct Work {
   using V = typename Simd<S>::V;
   std::vector<V> E, A, beta, nb, wv, acc;  // blocks of W sequences
-  std::vector<S> sA, sE, sbeta, sprev, sw, sP, row;  // one sequence
+  std::vector<S> sA, sE, sbeta, sprev, sw, sP;  // one sequence
   std::vector<double> prod, la, lb, tmp;
 };
 
@@ -292,7 +294,8 @@ void clear_one(const Chain<S>& c, int64_t b, const Out<S>& out) {
 
 // The loss and its gradient: subtract the gold path's indicators from the marginals (node, edge, first,
 // last) and its score from log Z, and write the score. tags (B, T) int64, read at unmasked positions
-// only, checked to be in range beforehand (first_bad_tag).
+// only, checked to be in range beforehand (first_bad_tag). A forbidden gold path scores -inf and its
+// loss is +inf, also when log Z is -inf (never -inf - (-inf)).
 template <typename S>
 void subtract_gold(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, const int64_t* tags,
                    S* gold, const Out<S>& out) {
@@ -302,31 +305,34 @@ void subtract_gold(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = pos[i];
     const int64_t z = tags[b * T + t];
-    total += clamp_low(c.emission(b, t)[z]);
+    total += c.emission(b, t)[z];
     if (out.node) out.node[(b * T + t) * K + z] -= S(1);
     if (i == 0) {
-      total += clamp_low(c.start[z]);
+      total += c.start[z];
       if (out.first) out.first[b * K + z] -= S(1);
     } else {
-      total += clamp_low(c.edge(b, t)[prev * K + z]);
+      total += c.edge(b, t)[prev * K + z];
       if (out.edge) {
         S* x = c.per_position ? out.edge + (b * (T - 1) + (t - 1)) * K * K : out.edge + b * K * K;
         x[prev * K + z] -= S(1);
       }
     }
     if (i == n - 1) {
-      total += clamp_low(c.end[z]);
+      total += c.end[z];
       if (out.last) out.last[b * K + z] -= S(1);
     }
     prev = z;
   }
   if (gold) gold[b] = static_cast<S>(total);
-  if (out.logz) out.logz[b] = static_cast<S>(static_cast<double>(out.logz[b]) - total);  // the loss
+  if (out.logz)  // the loss
+    out.logz[b] = total == kNegInf ? std::numeric_limits<S>::infinity()
+                                   : static_cast<S>(static_cast<double>(out.logz[b]) - total);
 }
 
 // --------------------------------------------------------------------- one sequence (per-edge, fallback)
 
-// Exact log-space forward-backward of one sequence in double (the fallback). Outputs must be zeroed.
+// Exact log-space forward-backward of one sequence in double (the fallback). Outputs must be zeroed; a
+// sequence with no valid path gets log Z = -inf and keeps its zero marginals.
 template <typename S>
 void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Work<S>& w,
                    const Out<S>& out) {
@@ -334,30 +340,29 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
   w.la.assign(n * K, kNegInf);
   w.lb.assign(n * K, 0.0);
   w.tmp.resize(K * K);
-  auto tr_at = [&](int64_t i, int64_t j, int64_t k) -> double {
-    return clamp_low(c.edge(b, pos[i])[j * K + k]);
-  };
-  auto em_at = [&](int64_t i, int64_t k) -> double { return clamp_low(c.emission(b, pos[i])[k]); };
-  for (int64_t k = 0; k < K; ++k) w.la[k] = static_cast<double>(clamp_low(c.start[k])) + em_at(0, k);
+  auto tr_at = [&](int64_t i, int64_t j, int64_t k) -> double { return c.edge(b, pos[i])[j * K + k]; };
+  auto em_at = [&](int64_t i, int64_t k) -> double { return c.emission(b, pos[i])[k]; };
+  for (int64_t k = 0; k < K; ++k) w.la[k] = static_cast<double>(c.start[k]) + em_at(0, k);
   for (int64_t i = 1; i < n; ++i)
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t j = 0; j < K; ++j) w.tmp[j] = w.la[(i - 1) * K + j] + tr_at(i, j, k);
       w.la[i * K + k] = logsumexp(w.tmp.data(), K) + em_at(i, k);
     }
-  for (int64_t k = 0; k < K; ++k) w.lb[(n - 1) * K + k] = clamp_low(c.end[k]);
+  for (int64_t k = 0; k < K; ++k) w.lb[(n - 1) * K + k] = c.end[k];
   for (int64_t i = n - 1; i > 0; --i)
     for (int64_t j = 0; j < K; ++j) {
       for (int64_t k = 0; k < K; ++k) w.tmp[k] = tr_at(i, j, k) + em_at(i, k) + w.lb[i * K + k];
       w.lb[(i - 1) * K + j] = logsumexp(w.tmp.data(), K);
     }
-  for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + clamp_low(c.end[k]);
+  for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + c.end[k];
   const double logz = logsumexp(w.tmp.data(), K);
   if (out.logz) out.logz[b] = static_cast<S>(logz);
-  if (!out.node) return;
+  if (!out.node || logz == kNegInf) return;  // no valid path: the marginals stay 0
   for (int64_t i = 0; i < n; ++i) {
     S* g = out.node + (b * c.T + pos[i]) * K;
     for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[i * K + k] + w.lb[i * K + k];
     const double z = logsumexp(w.tmp.data(), K);  // = log Z up to rounding; renormalise exactly
+    if (z == kNegInf) continue;                   // (not when log Z is finite; never exp(-inf + inf))
     for (int64_t k = 0; k < K; ++k) g[k] = static_cast<S>(std::exp(w.tmp[k] - z));
     if (i == 0 && out.first)
       for (int64_t k = 0; k < K; ++k) out.first[b * K + k] = g[k];
@@ -370,6 +375,7 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
       for (int64_t k = 0; k < K; ++k)
         w.tmp[j * K + k] = w.la[(i - 1) * K + j] + tr_at(i, j, k) + em_at(i, k) + w.lb[i * K + k];
     const double z = logsumexp(w.tmp.data(), K * K);
+    if (z == kNegInf) continue;
     S* x = c.per_position ? out.edge + (b * (c.T - 1) + (pos[i] - 1)) * K * K : out.edge + b * K * K;
     for (int64_t q = 0; q < K * K; ++q) x[q] += static_cast<S>(std::exp(w.tmp[q] - z));
   }
@@ -386,20 +392,15 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
   w.sE.resize(n * K);
   w.sw.resize(K);
   w.sP.resize(K * K);
-  w.row.resize(std::max<int64_t>(K, K * K));
-  auto load = [&](const S* src, int64_t m) {  // clamped copy of m scores into w.row
-    for (int64_t q = 0; q < m; ++q) w.row[q] = clamp_low(src[q]);
-    return w.row.data();
-  };
   // ---- forward
-  double log_scale = exp_shifted(load(c.emission(b, pos[0]), K), K, w.sE.data()) + sh.smax;
+  double log_scale = exp_shifted(c.emission(b, pos[0]), K, w.sE.data()) + sh.smax;
 #pragma omp simd
   for (int64_t k = 0; k < K; ++k) w.sA[k] = w.sE[k] * sh.start[k];
   double ls = normalise(w.sA.data(), K);
   if (std::isnan(ls)) return false;
   log_scale += ls;
   for (int64_t i = 1; i < n; ++i) {
-    const double pmax = exp_shifted(load(c.edge(b, pos[i]), K * K), K * K, w.sP.data());
+    const double pmax = exp_shifted(c.edge(b, pos[i]), K * K, w.sP.data());
     const S* prev = w.sA.data() + (i - 1) * K;
     S* cur = w.sA.data() + i * K;
     for (int64_t j = 0; j < K; ++j) {
@@ -409,7 +410,7 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
       for (int64_t k = 0; k < K; ++k) cur[k] += a * row[k];
     }
     S* Ei = w.sE.data() + i * K;  // exp(em - max), kept for the backward pass
-    const double emax = exp_shifted(load(c.emission(b, pos[i]), K), K, Ei);
+    const double emax = exp_shifted(c.emission(b, pos[i]), K, Ei);
 #pragma omp simd
     for (int64_t k = 0; k < K; ++k) cur[k] *= Ei[k];
     ls = normalise(cur, K);
@@ -447,7 +448,7 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
         for (int64_t k = 0; k < K; ++k) out.first[b * K + k] = g[k];
       break;
     }
-    exp_shifted(load(c.edge(b, pos[i]), K * K), K * K, w.sP.data());
+    exp_shifted(c.edge(b, pos[i]), K * K, w.sP.data());
     const S* Pm = w.sP.data();
     const S* Ei = w.sE.data() + i * K;
 #pragma omp simd
@@ -570,7 +571,7 @@ struct Lanes {
   typename Simd<S>::I active(int64_t i) const { return nv > static_cast<decltype(nv[0] + 0)>(i); }
 };
 
-// E[i * K + k][l] = emission of lane l's i-th unmasked position, tag k (clamped); 0 past its end.
+// E[i * K + k][l] = emission of lane l's i-th unmasked position, tag k; 0 past its end.
 template <typename S>
 void gather(const Chain<S>& c, const Lanes<S>& L, std::vector<typename Simd<S>::V>& E) {
   using V = typename Simd<S>::V;
@@ -580,7 +581,7 @@ void gather(const Chain<S>& c, const Lanes<S>& L, std::vector<typename Simd<S>::
     for (int64_t i = 0; i < L.n[l]; ++i) {
       const S* src = c.emission(L.b[l], L.pos[l][i]);
       V* dst = E.data() + i * K;
-      for (int64_t k = 0; k < K; ++k) dst[k][l] = clamp_low(src[k]);
+      for (int64_t k = 0; k < K; ++k) dst[k][l] = src[k];
     }
 }
 
@@ -621,11 +622,14 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
         lsc[l] += extra;
       }
   };
-  // exp(E_i - max) in place, the max added to the log scale.
+  // exp(E_i - max) in place, the max added to the log scale. A lane whose emissions are all -inf here
+  // is shifted by 0 instead (its row is then all 0, its normaliser fails: it falls back to log space).
+  const V neg_inf = V{} - std::numeric_limits<S>::infinity();
   auto exp_row = [&](int64_t i) {
     V* e = w.E.data() + i * K;
     V m = e[0];
     for (int64_t k = 1; k < K; ++k) m = e[k] > m ? e[k] : m;
+    m = m == neg_inf ? V{} : m;
     for (int64_t k = 0; k < K; ++k) e[k] = vexp(e[k] - m);
     for (int l = 0; l < W; ++l) lsc[l] += static_cast<double>(m[l]);  // 0 on padding
   };
@@ -739,22 +743,21 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
 }
 
 // Viterbi of a block with shared transitions: the max-plus forward pass over all lanes, then each
-// lane's back-trace, recomputing the arg-max along its best path.
+// lane's back-trace, recomputing the arg-max along its best path. A lane whose best final score is -inf
+// (no valid path) gets score -inf and keeps its all -1 path.
 template <typename S>
 void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, int64_t* paths) {
   using V = typename Simd<S>::V;
   constexpr int W = Simd<S>::W;
   const int64_t K = c.K, T = c.T, N = L.nmax;
-  std::vector<S>& tr = w.sP;
-  tr.resize(K * K);
-  for (int64_t q = 0; q < K * K; ++q) tr[q] = clamp_low(c.trans[q]);
+  const S* tr = c.trans;
   gather(c, L, w.E);
   w.A.resize(N * K);
-  for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] + clamp_low(c.start[k]);
+  for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] + c.start[k];
   for (int64_t i = 1; i < N; ++i) {
     const V* prev = w.A.data() + (i - 1) * K;
     V* cur = w.A.data() + i * K;
-    chain_step<MaxPlus>(prev, tr.data(), cur, K);
+    chain_step<MaxPlus>(prev, tr, cur, K);
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
   }
@@ -764,15 +767,16 @@ void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, 
     int64_t* path = paths + b * T;
     const V* d = w.A.data() + (n - 1) * K;
     int64_t best = 0;
-    S best_score = d[0][l] + clamp_low(c.end[0]);
+    S best_score = d[0][l] + c.end[0];
     for (int64_t k = 1; k < K; ++k) {
-      const S v = d[k][l] + clamp_low(c.end[k]);
+      const S v = d[k][l] + c.end[k];
       if (v > best_score) {
         best_score = v;
         best = k;
       }
     }
     scores[b] = best_score;
+    if (best_score == -std::numeric_limits<S>::infinity()) continue;  // no valid path
     path[L.pos[l][n - 1]] = best;
     for (int64_t i = n - 1; i > 0; --i) {
       const V* prev = w.A.data() + (i - 1) * K;
@@ -791,30 +795,28 @@ void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, 
   }
 }
 
-// Viterbi of one sequence with per-edge transitions (vectorised over tags, back-pointers stored).
+// Viterbi of one sequence with per-edge transitions (vectorised over tags, back-pointers stored). No
+// valid path: score -inf, the path left all -1.
 template <typename S>
 void viterbi_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Work<S>& w, S* scores,
                  int64_t* paths) {
   const int64_t K = c.K, T = c.T;
   std::vector<S>& delta = w.sbeta;
   std::vector<S>& next = w.sprev;
-  std::vector<S>& tr = w.sP;
   delta.resize(K);
   next.resize(K);
-  tr.resize(K * K);
   std::vector<int32_t> back(n * K, 0);
   const S* e0 = c.emission(b, pos[0]);
-  for (int64_t k = 0; k < K; ++k) delta[k] = clamp_low(c.start[k]) + clamp_low(e0[k]);
+  for (int64_t k = 0; k < K; ++k) delta[k] = c.start[k] + e0[k];
   for (int64_t i = 1; i < n; ++i) {
-    const S* src = c.edge(b, pos[i]);
-    for (int64_t q = 0; q < K * K; ++q) tr[q] = clamp_low(src[q]);
+    const S* tr = c.edge(b, pos[i]);
     int32_t* bp = back.data() + i * K;
     for (int64_t k = 0; k < K; ++k) next[k] = -std::numeric_limits<S>::infinity();
     // Branch-free (vectorised with blends); the strict '>' over ascending j keeps the lowest previous
     // tag on ties, as torch.max does.
     for (int64_t j = 0; j < K; ++j) {
       const S d = delta[j];
-      const S* row = tr.data() + j * K;
+      const S* row = tr + j * K;
       const int32_t jj = static_cast<int32_t>(j);
 #pragma omp simd
       for (int64_t k = 0; k < K; ++k) {
@@ -825,16 +827,17 @@ void viterbi_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Wo
       }
     }
     const S* e = c.emission(b, pos[i]);
-    for (int64_t k = 0; k < K; ++k) delta[k] = next[k] + clamp_low(e[k]);
+    for (int64_t k = 0; k < K; ++k) delta[k] = next[k] + e[k];
   }
   int64_t best = 0;
-  S best_score = delta[0] + clamp_low(c.end[0]);
+  S best_score = delta[0] + c.end[0];
   for (int64_t k = 1; k < K; ++k)
-    if (delta[k] + clamp_low(c.end[k]) > best_score) {
-      best_score = delta[k] + clamp_low(c.end[k]);
+    if (delta[k] + c.end[k] > best_score) {
+      best_score = delta[k] + c.end[k];
       best = k;
     }
   scores[b] = best_score;
+  if (best_score == -std::numeric_limits<S>::infinity()) return;  // no valid path
   for (int64_t i = n - 1; i >= 0; --i) {
     paths[b * T + pos[i]] = best;
     if (i > 0) best = back[i * K + best];
