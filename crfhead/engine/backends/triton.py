@@ -2,7 +2,9 @@
 
 Runs on CUDA tensors; with ``TRITON_INTERPRET=1`` also on CPU tensors through Triton's interpreter
 (slow: for the tests). ``triton`` is imported on first use. Same semantics as the other backends, a
-:class:`~crfhead.engine.backends.autograd.Kernel` whose loss is composed from the forward-backward.
+:class:`~crfhead.engine.backends.autograd.Kernel` whose loss is composed from the forward-backward:
+``-inf`` scores are forbidden and nothing is clamped; a row with no valid path has ``log Z = -inf``,
+marginals 0, Viterbi score ``-inf`` and path ``-1``.
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ def forward_backward(
 ) -> Moments:
     """One launch: ``log Z`` ``(B,)`` and, if asked, its gradient's parts.
 
-    See :class:`~crfhead.engine.scan.Moments`; no autograd history.
+    See :class:`~crfhead.engine.scan.Moments`; no autograd history. A row with no valid path: ``log Z``
+    ``-inf``, every marginal 0; an empty row: ``log Z`` 0, marginals 0.
     """
     em, trans, start, end, mask, block = _prepare(pot)
     B, T, K = em.shape
@@ -136,7 +139,10 @@ def marginals(pot: ChainPotentials) -> Tensor:
 
 
 def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag."""
+    """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag.
+
+    A row with no valid path: score ``-inf``, path ``-1`` everywhere; an empty row: score 0.
+    """
     em, trans, start, end, mask, block = _prepare(pot)
     B, T, K = em.shape
     scores = torch.zeros(B, device=em.device, dtype=em.dtype)

@@ -6,7 +6,13 @@ One program per sequence; the program loops over time with the ``K``-vector stat
 so an operation is one launch instead of one per time step. Recursions run in log space (``K^2`` exps
 per step: cheap on a GPU's special-function units) in the dtype of the inputs (float32 or float64).
 Masks with holes: a masked position leaves the state unchanged, the next unmasked one links to the
-previous unmasked one. Padding lanes (``k >= K``) hold ``NEG``, whose exp is 0.
+previous unmasked one.
+
+Forbidden scores are ``-inf`` and no score is clamped; padding lanes (``k >= K``) hold ``-inf`` too.
+Every log-sum-exp and renormalisation shifts by a max that is replaced by 0 where it is ``-inf`` (so an
+all-``-inf`` vector gives exactly ``-inf``, never ``-inf - (-inf)``), logs are taken of guarded sums
+and every normalising division guards a zero sum: a row with no valid path gets ``log Z = -inf`` and
+marginals exactly 0, its Viterbi score ``-inf`` and path ``-1``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import triton.language as tl
 
 __all__ = ["forward_backward_kernel", "viterbi_kernel"]
 
-NEG = -1.0e30
+NEG: tl.constexpr = tl.constexpr(float("-inf"))
+"""Padding lanes and forbidden scores: ``exp(NEG) = 0`` and ``NEG`` never wins a max."""
 
 
 @triton.jit
@@ -32,22 +39,48 @@ def _tile(flag, BLOCK_K: tl.constexpr):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
+def _safe(m):  # type: ignore[no-untyped-def]
+    """A max to shift by: ``m``, or 0 where ``m`` is ``-inf`` (so ``x - m`` is never ``-inf - (-inf)``)."""
+    return tl.where(m == NEG, 0.0, m)
+
+
+@triton.jit
+def _log(s):  # type: ignore[no-untyped-def]
+    """``log s`` of a sum of exps ``s >= 0``: exactly ``-inf`` where ``s == 0`` (no ``log 0`` taken)."""
+    return tl.where(s > 0.0, tl.log(tl.where(s > 0.0, s, 1.0)), NEG)
+
+
+@triton.jit
+def _divide(p, z):  # type: ignore[no-untyped-def]
+    """``p / z`` for a sum ``z >= 0`` of ``p >= 0``: all 0 where ``z == 0`` (no ``0 / 0``)."""
+    pos = z > 0.0
+    return tl.where(pos, p / tl.where(pos, z, 1.0), 0.0)
+
+
+@triton.jit
 def _lse_over_rows(x):  # type: ignore[no-untyped-def]
-    """``log sum_j exp(x[j, k])``: ``(BJ, BK) -> (BK,)``."""
-    m = tl.max(x, axis=0)
-    return m + tl.log(tl.sum(tl.exp(x - m[None, :]), axis=0))
+    """``log sum_j exp(x[j, k])``: ``(BJ, BK) -> (BK,)``; ``-inf`` for an all-``-inf`` column."""
+    m = _safe(tl.max(x, axis=0))
+    return m + _log(tl.sum(tl.exp(x - m[None, :]), axis=0))
 
 
 @triton.jit
 def _lse_over_cols(x):  # type: ignore[no-untyped-def]
-    """``log sum_k exp(x[j, k])``: ``(BJ, BK) -> (BJ,)``."""
-    m = tl.max(x, axis=1)
-    return m + tl.log(tl.sum(tl.exp(x - m[:, None]), axis=1))
+    """``log sum_k exp(x[j, k])``: ``(BJ, BK) -> (BJ,)``; ``-inf`` for an all-``-inf`` row."""
+    m = _safe(tl.max(x, axis=1))
+    return m + _log(tl.sum(tl.exp(x - m[:, None]), axis=1))
+
+
+@triton.jit
+def _lse(x):  # type: ignore[no-untyped-def]
+    """``log sum_k exp(x[k])``: ``(BK,) -> ()``; ``-inf`` for an all-``-inf`` vector."""
+    m = _safe(tl.max(x, axis=0))
+    return m + _log(tl.sum(tl.exp(x - m), axis=0))
 
 
 @triton.jit
 def _load_ends(st_ptr, en_ptr, tr_ptr, K, PER_POSITION: tl.constexpr, BLOCK_K: tl.constexpr):  # type: ignore[no-untyped-def]
-    """``start``, ``end`` ``(BLOCK_K,)`` and the shared transition tile (``NEG`` when per edge)."""
+    """``start``, ``end`` ``(BLOCK_K,)`` and the shared transition tile (all ``NEG`` when per edge)."""
     offs = tl.arange(0, BLOCK_K)
     kin = offs < K
     rows = offs[:, None]
@@ -108,34 +141,33 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
     cols = offs[None, :]
     tile_in = (rows < K) & (cols < K)
     start, end, shared = _load_ends(st_ptr, en_ptr, tr_ptr, K, PER_POSITION, BLOCK_K)
-    alpha = start * 0.0 + NEG
-    shift = tl.sum(start * 0.0, axis=0)  # the log-normalisers taken out of alpha
+    zero = tl.zeros([BLOCK_K], dtype=start.dtype)  # (not start * 0.0: -inf * 0 is NaN)
+    alpha = zero + NEG
+    shift = tl.sum(zero, axis=0)  # the log-normalisers taken out of alpha
     started = 0
     # ---------------------------------------------------------------- forward
     for t in range(0, T):
         on = tl.load(mask_ptr + b * T + t) != 0
-        e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
+        e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin & _vec(on, BLOCK_K), other=NEG)
         tr = _edge_tile(tr_ptr, shared, b, t, T, K, t > 0, PER_POSITION, BLOCK_K)
         step = _lse_over_rows(alpha[:, None] + tr) + e
         new = tl.where(started > 0, step, start + e)
-        top = tl.max(tl.where(kin, new, NEG), axis=0)  # renormalise: states stay O(1)
+        top = _safe(tl.max(tl.where(kin, new, NEG), axis=0))  # renormalise: states stay O(1)
         alpha = tl.where(on & kin, new - top, alpha)
         shift += tl.where(on, top, 0.0)
         started = started | on.to(tl.int32)
         tl.store(alpha_ptr + (b * T + t) * K + offs, alpha, mask=kin)
-    fin = alpha + end
-    m = tl.max(fin, axis=0)
-    logz = shift + m + tl.log(tl.sum(tl.exp(fin - m), axis=0))
+    logz = shift + _lse(tl.where(kin, alpha + end, NEG))  # -inf: no valid path
     logz = tl.where(started > 0, logz, 0.0)
     tl.store(logz_ptr + b, logz)
     if WANT_NODE:
         # ------------------------------------------------------------ backward
-        nb = start * 0.0  # em[t'] + beta[t'] of the next unmasked position t'
+        nb = zero  # em[t'] + beta[t'] of the next unmasked position t'
         nxt = 0
         have_next = 0
-        acc = shared * 0.0
-        g_first = start * 0.0
-        g_last = start * 0.0
+        acc = tl.zeros([BLOCK_K, BLOCK_K], dtype=start.dtype)
+        g_first = zero
+        g_last = zero
         for i in range(0, T):
             t = T - 1 - i
             on = tl.load(mask_ptr + b * T + t) != 0
@@ -143,20 +175,19 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
             tr = _edge_tile(tr_ptr, shared, b, nxt, T, K, have_next > 0, PER_POSITION, BLOCK_K)
             link = tr + nb[None, :]  # (j, k): edge into t' plus what follows it
             beta = tl.where(have_next > 0, _lse_over_cols(link), end)
-            beta = beta - tl.max(tl.where(kin, beta, NEG), axis=0)  # shift-free marginals below
-            s = tl.where(kin, a + beta, NEG)
-            smax = tl.max(s, axis=0)
-            p = tl.exp(s - smax)
-            g = p / tl.sum(p, axis=0)
+            beta = tl.where(kin, beta, NEG)
+            beta = beta - _safe(tl.max(beta, axis=0))  # shift-free marginals below
+            s = tl.where(kin, a + beta, NEG)  # -inf everywhere: no valid path, g = 0
+            p = tl.exp(s - _safe(tl.max(s, axis=0)))
+            g = _divide(p, tl.sum(p, axis=0))
             tl.store(node_ptr + (b * T + t) * K + offs, g, mask=kin & _vec(on, BLOCK_K))
             g_first = tl.where(on, g, g_first)
             g_last = tl.where(on & (have_next == 0), g, g_last)
             if WANT_EDGE:
-                x = a[:, None] + link
-                x = tl.where(tile_in, x, NEG)
-                xm = tl.max(tl.max(x, axis=1), axis=0)
+                x = tl.where(tile_in, a[:, None] + link, NEG)
+                xm = _safe(tl.max(tl.max(x, axis=1), axis=0))
                 px = tl.exp(x - xm)
-                xi = px / tl.sum(tl.sum(px, axis=1), axis=0)
+                xi = _divide(px, tl.sum(tl.sum(px, axis=1), axis=0))
                 use = on & (have_next > 0)
                 if PER_POSITION:
                     tl.store(
@@ -166,7 +197,7 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
                     )
                 else:
                     acc += tl.where(use, xi, 0.0)
-            e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
+            e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin & _vec(on, BLOCK_K), other=NEG)
             nb = tl.where(on, e + beta, nb)
             nxt = tl.where(on, t, nxt)
             have_next = have_next | on.to(tl.int32)
@@ -191,16 +222,20 @@ def viterbi_kernel(  # type: ignore[no-untyped-def]
     PER_POSITION: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    """One sequence's Viterbi: the best score and path (ties to the lowest tag)."""
+    """One sequence's Viterbi: the best score and path (ties to the lowest tag).
+
+    No valid path (best final score ``-inf``): score ``-inf``, path ``-1`` at every position (the
+    path buffer's initial value is left alone).
+    """
     b = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK_K)
     kin = offs < K
     start, end, shared = _load_ends(st_ptr, en_ptr, tr_ptr, K, PER_POSITION, BLOCK_K)
-    delta = start * 0.0 + NEG
+    delta = tl.zeros([BLOCK_K], dtype=start.dtype) + NEG
     started = 0
     for t in range(0, T):
         on = tl.load(mask_ptr + b * T + t) != 0
-        e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
+        e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin & _vec(on, BLOCK_K), other=NEG)
         tr = _edge_tile(tr_ptr, shared, b, t, T, K, t > 0, PER_POSITION, BLOCK_K)
         x = delta[:, None] + tr
         best = tl.max(x, axis=0)
@@ -213,6 +248,7 @@ def viterbi_kernel(  # type: ignore[no-untyped-def]
     score = tl.max(fin, axis=0)
     cur = tl.argmax(fin, axis=0, tie_break_left=True).to(tl.int32)
     tl.store(score_ptr + b, tl.where(started > 0, score, 0.0))
+    found = score > NEG  # some valid path (False for an empty row too: its path stays -1)
     nxt = 0
     have_next = 0
     for i in range(0, T):
@@ -221,6 +257,6 @@ def viterbi_kernel(  # type: ignore[no-untyped-def]
         follow = on & (have_next > 0)
         cand = tl.load(bp_ptr + (b * T + nxt) * K + cur, mask=follow, other=0)
         cur = tl.where(follow, cand, cur)
-        tl.store(path_ptr + b * T + t, cur.to(tl.int64), mask=on)
+        tl.store(path_ptr + b * T + t, cur.to(tl.int64), mask=on & found)
         nxt = tl.where(on, t, nxt)
         have_next = have_next | on.to(tl.int32)
