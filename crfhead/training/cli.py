@@ -31,7 +31,7 @@ from crfhead.training.module import TaggerModule
 
 __all__ = ["BASE_CONFIG", "SIGTERM_EXIT", "SUBCOMMANDS", "TaggerCLI", "main"]
 
-BASE_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "base.yaml"
+BASE_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "base.yaml"
 """The trainer settings every config shares (read before the ``--config`` files)."""
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
 SIGTERM_EXIT = 143
