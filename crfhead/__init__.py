@@ -38,6 +38,19 @@ __all__ = [
     "ChainHead",
     "ChainPotentials",
     "StructuredPerceptron",
+    "__version__",
     "make_potentials",
 ]
-__version__ = "0.1.0"
+
+
+def _installed_version() -> str:
+    """The installed distribution's version; ``0+unknown`` in a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("crfhead")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = _installed_version()
