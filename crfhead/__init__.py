@@ -13,7 +13,8 @@ Tensor conventions, once for the whole package (``B`` batch, ``T`` time, ``K`` t
 
 Every docstring in the package refers to these conventions instead of restating them.
 
-The rooms, top to bottom (imports point down): :mod:`crfhead.training` and :mod:`crfhead.theory`
+The rooms, top to bottom (imports point down): :mod:`crfhead.inference` (:func:`load` a trained
+model, tag raw text, save it); :mod:`crfhead.training` and :mod:`crfhead.theory`
 (the seed's harness, which the library never imports); :mod:`crfhead.evaluation`;
 :mod:`crfhead.encoders` and :mod:`crfhead.data`; :mod:`crfhead.heads` (:class:`CRF`, the layer users
 import, and :class:`MEMM`, :class:`StructuredPerceptron`, :class:`HMM` on one contract,
@@ -22,6 +23,11 @@ import, and :class:`MEMM`, :class:`StructuredPerceptron`, :class:`HMM` on one co
 :mod:`crfhead.numerics`.
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from crfhead.engine.potentials import ChainPotentials, make_potentials
 from crfhead.heads.base import ChainHead
 from crfhead.heads.crf import CRF
@@ -29,6 +35,11 @@ from crfhead.heads.hmm import HMM
 from crfhead.heads.memm import MEMM
 from crfhead.heads.perceptron import StructuredPerceptron
 from crfhead.numerics import IMPOSSIBLE
+
+if TYPE_CHECKING:
+    import torch
+
+    from crfhead.inference.text_tagger import TextTagger
 
 __all__ = [
     "CRF",
@@ -39,6 +50,7 @@ __all__ = [
     "ChainPotentials",
     "StructuredPerceptron",
     "__version__",
+    "load",
     "make_potentials",
 ]
 
@@ -54,3 +66,13 @@ def _installed_version() -> str:
 
 
 __version__ = _installed_version()
+
+
+def load(path: str | Path, *, device: str | torch.device | None = None) -> TextTagger:
+    """A trained model ready to tag text: a ``train.py`` checkpoint or a folder written by ``save``.
+
+    See :func:`crfhead.inference.load` (imported on first use: loading pulls in the encoders).
+    """
+    from crfhead.inference import load as load_model
+
+    return load_model(path, device=device)

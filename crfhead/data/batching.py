@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -18,7 +19,7 @@ from crfhead.data.features import FeatureTemplates
 from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.data.vocab import Vocab
 
-__all__ = ["PAD_LABEL", "Batch", "Collator"]
+__all__ = ["PAD_LABEL", "Batch", "Collator", "collator_for"]
 
 PAD_LABEL = -100
 
@@ -130,3 +131,19 @@ class Collator:
         return Batch(
             mask=mask, words=words, chars=chars, features=feats, tags=tags, sentences=sentences
         )
+
+
+def collator_for(vocabs: dict[str, Any], needs: frozenset[str] | set[str]) -> Collator:
+    """The collator that builds what an encoder ``needs`` from serialised ``vocabs`` (the data module's)."""
+    features = None
+    if "features" in needs:
+        features = (
+            FeatureTemplates(vocabs["templates"]),
+            Vocab.from_dict(vocabs["features"]),
+        )
+    return Collator(
+        labels=LabelVocab.from_dict(vocabs["labels"]),
+        words=Vocab.from_dict(vocabs["words"]) if "words" in needs else None,
+        chars=Vocab.from_dict(vocabs["chars"]) if "chars" in needs else None,
+        features=features,
+    )

@@ -7,6 +7,10 @@
 * :class:`CoNLLCorpus` -- any three column files (CoNLL-2003, WNUT 2017, your own); relative paths
   are resolved under ``$CRFHEAD_DATA``.
 
+Each corpus names the :mod:`~crfhead.data.tokenize` rule its text was tokenized with
+(:attr:`Corpus.tokenizer`); the data module stores it with the vocabularies, so a trained model
+tokenizes raw text as its training data was.
+
 Every ``load()`` refuses a split with no sentences (:func:`require_sentences`): an empty training
 file, a path to the wrong file, or a held-out fraction of a tiny corpus that rounds to nothing would
 otherwise surface later as Lightning's messages about empty data loaders or an empty vocabulary,
@@ -24,6 +28,7 @@ from crfhead.data.finance import generate_documents
 from crfhead.data.msm2013 import read_msm2013, split_msm2013
 from crfhead.data.paths import data_dir
 from crfhead.data.sentence import Sentence
+from crfhead.data.tokenize import LetterTokenizer, RegexTokenizer, Tokenizer
 
 __all__ = ["CoNLLCorpus", "Corpus", "FinanceCorpus", "MSM2013Corpus", "require_sentences"]
 
@@ -48,9 +53,15 @@ def require_sentences(splits: Splits, sources: Mapping[str, str]) -> Splits:
 
 
 class Corpus:
-    """A source of ``{"train", "dev", "test"}`` sentences; ``scheme`` is the scheme of its tags."""
+    """A source of ``{"train", "dev", "test"}`` sentences.
+
+    Attributes:
+        scheme: the scheme of its tags.
+        tokenizer: the rule that splits raw text into its tokens (applied to raw text at tagging).
+    """
 
     scheme: str = "BIO"
+    tokenizer: Tokenizer = RegexTokenizer("words")
 
     def load(self) -> Splits:
         """The three splits."""
@@ -58,7 +69,7 @@ class Corpus:
 
 
 class FinanceCorpus(Corpus):
-    """The synthetic finance corpus (seed ``000``'s finance case study).
+    """The synthetic finance corpus (seed ``000``'s finance case study); tokens are lowercase letters.
 
     Args:
         seed: the training run.
@@ -80,6 +91,7 @@ class FinanceCorpus(Corpus):
             raise ValueError(f"seed and test_seed must differ (both {seed}): test on another run")
         self.seed, self.train_docs, self.dev_docs = seed, train_docs, dev_docs
         self.test_seed, self.test_docs = test_seed, test_docs
+        self.tokenizer = LetterTokenizer()
 
     def load(self) -> Splits:  # noqa: D102
         docs = generate_documents(self.seed, self.train_docs + self.dev_docs)
@@ -109,6 +121,7 @@ class MSM2013Corpus(Corpus):
 
     def __init__(self, split_seed: int = 13, path: str | None = None) -> None:
         self.split_seed, self.path = split_seed, path
+        self.tokenizer = RegexTokenizer("tweets")
 
     def load(self) -> Splits:  # noqa: D102
         sentences, report = read_msm2013(self.path, scheme=self.scheme)
@@ -131,13 +144,22 @@ class CoNLLCorpus(Corpus):
         test: test file.
         scheme: the scheme of the files' tags.
         separator: column separator (default: whitespace; a tab for WNUT 2017).
+        tokenizer: the :data:`~crfhead.data.tokenize.RULES` rule the files' text was tokenized with:
+            ``"words"`` (CoNLL-2003 and most corpora), ``"tweets"`` (WNUT 2017) or ``"whitespace"``.
     """
 
     def __init__(
-        self, train: str, dev: str, test: str, scheme: str = "BIO", separator: str | None = None
+        self,
+        train: str,
+        dev: str,
+        test: str,
+        scheme: str = "BIO",
+        separator: str | None = None,
+        tokenizer: str = "words",
     ) -> None:
         self.files = {"train": train, "dev": dev, "test": test}
         self.scheme, self.separator = scheme, separator
+        self.tokenizer = RegexTokenizer(tokenizer)
 
     def load(self) -> Splits:  # noqa: D102
         out: Splits = {}

@@ -25,7 +25,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from crfhead.data.batching import Batch, Collator
+from crfhead.data.batching import Batch, Collator, collator_for
 from crfhead.data.corpora import Corpus, FinanceCorpus
 from crfhead.data.features import FeatureTemplates
 from crfhead.data.grouping import Grouping
@@ -87,22 +87,6 @@ class ShardSampler(Sampler[int]):
 
     def __len__(self) -> int:
         return len(range(self.rank, self.n, self.world))
-
-
-def collator_for(vocabs: dict[str, Any], needs: frozenset[str] | set[str]) -> Collator:
-    """The collator that builds what an encoder ``needs`` from serialised ``vocabs``."""
-    features = None
-    if "features" in needs:
-        features = (
-            FeatureTemplates(vocabs["templates"]),
-            Vocab.from_dict(vocabs["features"]),
-        )
-    return Collator(
-        labels=LabelVocab.from_dict(vocabs["labels"]),
-        words=Vocab.from_dict(vocabs["words"]) if "words" in needs else None,
-        chars=Vocab.from_dict(vocabs["chars"]) if "chars" in needs else None,
-        features=features,
-    )
 
 
 class GroupCollator:
@@ -196,6 +180,7 @@ class TaggingDataModule(pl.LightningDataModule):
             "templates": list(feature_templates.templates),
             "features": feature_templates.build_vocab(train, min_count=min_feature_count).to_dict(),
             "seen_words": sorted({w for s in train for w in s.tokens}),
+            "tokenizer": self.corpus.tokenizer.to_dict(),
         }
         self.needs: frozenset[str] = frozenset({"words", "chars", "features"})
         self.groups: dict[str, list[list[int]]] = (
@@ -237,4 +222,8 @@ class TaggingDataModule(pl.LightningDataModule):
         return self._loader("dev", train=False)
 
     def test_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
+        return self._loader("test", train=False)
+
+    def predict_dataloader(self) -> DataLoader[Batch]:
+        """The test split (``train.py predict --ckpt_path ...`` tags it; its gold tags are ignored)."""
         return self._loader("test", train=False)

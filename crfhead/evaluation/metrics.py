@@ -330,7 +330,8 @@ class TaggingMetrics:
             * ``accuracy``: token accuracy; ``sentences``, ``tokens``: counts;
             * ``unseen_accuracy``, ``unseen_rate``: accuracy on tokens not in ``seen_words`` and their
               share, only if some tokens were given with ``seen_words`` set;
-            * ``log_loss``: summed NLL per token, only if some ``log_loss`` was given;
+            * ``log_loss``: summed NLL per token, only if some ``log_loss`` was given; ``loss``: the
+              same sum per sentence (the scale of the training loss);
             * ``gold_invalid_sentences``, ``gold_repaired_tags``, ``pred_invalid_sentences``,
               ``pred_repaired_tags``: invalid sequences met (see the module docstring);
             * ``{TYPE}/precision``, ``{TYPE}/recall``, ``{TYPE}/f1``, ``{TYPE}/support`` per type.
@@ -368,6 +369,8 @@ class TaggingMetrics:
             out["unseen_rate"] = _ratio(c["unseen_tokens"], c["word_tokens"])
         if c["nll_tokens"]:
             out["log_loss"] = self._nll_sum / c["nll_tokens"]
+            # Per sentence, as training's loss (reduction "mean") is: the two curves share a scale.
+            out["loss"] = self._nll_sum / max(c["sentences"], 1)
         for name in (
             "gold_invalid_sentences",
             "gold_repaired_tags",

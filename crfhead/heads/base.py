@@ -71,9 +71,13 @@ class ChainHead(nn.Module):
         scores_words: the head makes its own emissions from the batch's word ids
             (:meth:`emissions_from_batch`) instead of an encoder's.
         needs: the batch fields such a head reads.
+        calibrated: the head's chain is a probability model it was trained as (CRF, MEMM, HMM), so
+            its marginals and span probabilities mean something; False for the perceptron, whose
+            scores are not calibrated.
     """
 
     scores: ClassVar[tuple[str, ...]] = ()
+    calibrated: ClassVar[bool] = True
     scores_words: ClassVar[bool] = False
     needs: ClassVar[frozenset[str]] = frozenset()
     allowed_transitions: Tensor

@@ -49,6 +49,8 @@ class StructuredPerceptron(CRF):
     calibrate.
     """
 
+    calibrated = False
+
     def __init__(
         self,
         num_tags: int,

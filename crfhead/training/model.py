@@ -10,14 +10,23 @@ loss of the group, which needs the :class:`~crfhead.heads.perceptron.StructuredP
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
+from crfhead.data.vocab import Vocab
 from crfhead.heads.base import ChainHead, CountingHead, reduce_loss
 from crfhead.heads.perceptron import StructuredPerceptron
-from crfhead.training.build import DEFAULT_HEAD, build_head
+from crfhead.training.build import (
+    DEFAULT_ENCODER,
+    DEFAULT_HEAD,
+    build_decoder,
+    build_encoder,
+    build_head,
+)
 from crfhead.training.group_decoder import GroupDecoder
 
 __all__ = ["Tagger"]
@@ -61,6 +70,37 @@ class Tagger(nn.Module):
                 "the decoder a grid to tune its weight on dev over a head trained alone"
             )
         self.decoder = decoder
+
+    @classmethod
+    def build(
+        cls,
+        vocabs: dict[str, Any],
+        encoder: dict[str, Any] | None = None,
+        head: dict[str, Any] | None = None,
+        constrained: bool = True,
+        decoder: dict[str, Any] | None = None,
+    ) -> Tagger:
+        """The tagger a configuration describes (``train.py``'s, a checkpoint's, a saved model's).
+
+        Args:
+            vocabs: the data module's serialised vocabularies.
+            encoder: the encoder's ``{"class_path", "init_args"}`` spec (default: indicator features).
+            head: the head's spec (default: the CRF).
+            constrained: constrain the head to the labels' scheme.
+            decoder: a group decoder's spec, or ``None``.
+        """
+        labels = LabelVocab.from_dict(vocabs["labels"])
+        return cls(
+            build_encoder(encoder or dict(DEFAULT_ENCODER), vocabs),
+            labels,
+            build_head(
+                head or dict(DEFAULT_HEAD),
+                labels,
+                constrained,
+                vocab_size=Vocab.size_of(vocabs["words"]),
+            ),
+            None if decoder is None else build_decoder(decoder, labels),
+        )
 
     @property
     def counting(self) -> CountingHead | None:

@@ -20,17 +20,10 @@ from torch import Tensor
 from crfhead.checks import NonFiniteError
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
-from crfhead.data.vocab import Vocab
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.evaluation.report import format_report, write_report_json
 from crfhead.heads.base import CountingHead
-from crfhead.training.build import (
-    DEFAULT_ENCODER,
-    DEFAULT_HEAD,
-    build_decoder,
-    build_encoder,
-    build_head,
-)
+from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD
 from crfhead.training.model import Tagger
 
 __all__ = ["OPTIMIZERS", "TaggerModule"]
@@ -95,12 +88,7 @@ class TaggerModule(pl.LightningModule):
         head = head or dict(DEFAULT_HEAD)
         self.save_hyperparameters()
         labels = LabelVocab.from_dict(vocabs["labels"])
-        self.tagger = Tagger(
-            build_encoder(encoder, vocabs),
-            labels,
-            build_head(head, labels, constrained, vocab_size=Vocab.size_of(vocabs["words"])),
-            None if decoder is None else build_decoder(decoder, labels),
-        )
+        self.tagger = Tagger.build(vocabs, encoder, head, constrained, decoder)
         self._counts_synced = True
         if self.tagger.counting is not None:
             # No loss and no optimizer: training_step counts and returns None (Lightning still
@@ -256,6 +244,15 @@ class TaggerModule(pl.LightningModule):
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:  # noqa: D102
         self._eval_step(batch, "test")
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[dict[str, Any]]:
+        """The batch's decoded tags, one record per sentence (``train.py predict --ckpt_path ...``)."""
+        with torch.no_grad():
+            tags = self.tagger.predict(batch)
+        return [
+            {"id": s.id, "tokens": s.tokens, "tags": row}
+            for s, row in zip(batch.sentences, tags, strict=True)
+        ]
 
     def _eval_end(self, stage: str) -> dict[str, float]:
         if stage == "val" and self.grid_metrics and not self.trainer.sanity_checking:

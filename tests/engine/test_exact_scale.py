@@ -173,7 +173,7 @@ def test_a_valid_gold_path_far_below_minus_1e4_is_accepted_and_topk_agrees_with_
 ) -> None:
     labels = ["O", "B-PER", "I-PER"]
     crf = CRF(3, labels=labels, scheme="BIO").double()
-    T = 3000 if backend != "triton" else 400
+    T = 3000 if backend != "triton" else 600  # the interpreter is slow; still far below -1e4
     g = torch.Generator().manual_seed(4)
     em = torch.log_softmax(torch.randn(2, T, 3, generator=g, dtype=F64) * 8, dim=-1) * 3
     gold = torch.zeros(2, T, dtype=torch.long)  # all O: valid, and far below -1e4

@@ -1,0 +1,154 @@
+"""Tokenizers that turn raw text into a corpus's tokens, keeping each token's character offsets.
+
+A model is only as good as its input looks like its training data, so the rule a corpus was tokenized
+with travels with every model trained on it (in the vocabularies, hence in every checkpoint and saved
+model) and is applied to raw text at tagging time:
+
+* :class:`LetterTokenizer`: the synthetic finance corpus's rule (maximal runs of ASCII letters,
+  lowercased; digits, punctuation and symbols dropped: ``"$12.4 million"`` → ``["million"]``);
+* :class:`RegexTokenizer` with a named rule: ``"words"`` (CoNLL-2003 style: words, numbers with their
+  inner ``.``/``,``, hyphenated words and clitics kept whole, each punctuation mark its own token),
+  ``"tweets"`` (WNUT 2017 / #MSM2013 style: URLs, ``@user``, ``#tag`` and emoticons kept whole, then
+  the ``"words"`` rule) or ``"whitespace"``.
+
+A token's ``text`` is the corpus's form of it (lowercased for the finance rule) and ``start``/``end``
+index the raw text (``raw[start:end]`` is the token before lowercasing). Tokenizers serialise to a
+small dict (:meth:`Tokenizer.to_dict`, :func:`tokenizer_from_dict`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = [
+    "RULES",
+    "LetterTokenizer",
+    "RegexTokenizer",
+    "Token",
+    "Tokenizer",
+    "tokenizer_from_dict",
+]
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: its corpus form and its character span ``[start, end)`` in the raw text."""
+
+    text: str
+    start: int
+    end: int
+
+
+class Tokenizer:
+    """Raw text → tokens with offsets (subclasses set :attr:`kind` and implement :meth:`tokenize`)."""
+
+    kind: ClassVar[str] = ""
+
+    def tokenize(self, text: str) -> list[Token]:
+        """The tokens of ``text``, in order, with their offsets into ``text``."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able description that :func:`tokenizer_from_dict` turns back into this tokenizer."""
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tokenizer) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.to_dict().items())))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items() if k != "kind")
+        return f"{type(self).__name__}({args})"
+
+
+class LetterTokenizer(Tokenizer):
+    """Maximal runs of ASCII letters, lowercased (the synthetic finance corpus's rule).
+
+    Args:
+        lowercase: lowercase each token (the offsets are those of the raw letters either way).
+    """
+
+    kind = "letters"
+    _PATTERN = re.compile(r"[A-Za-z]+")
+
+    def __init__(self, lowercase: bool = True) -> None:
+        self.lowercase = lowercase
+
+    def tokenize(self, text: str) -> list[Token]:  # noqa: D102
+        return [
+            Token(m.group().lower() if self.lowercase else m.group(), m.start(), m.end())
+            for m in self._PATTERN.finditer(text)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        return {"kind": self.kind, "lowercase": self.lowercase}
+
+
+_WORD = (
+    r"\d+(?:[.,:/]\d+)*%?"  # 12, 12.4, 1,200, 10:30, 3/4, 4%
+    r"|(?:[^\W\d_]\.){2,}"  # U.S., U.K.
+    r"|[^\W_]+(?:[-'\u2019][^\W_]+)*"  # words, hyphenated words, clitics (o'neill, don't)
+    r"|\S"  # anything else: one punctuation mark or symbol per token
+)
+_TWEET = (
+    r"https?://\S+|www\.\S+"  # URLs
+    r"|[@#][\w_]+"  # mentions and hashtags
+    r"|[:;=8][\-o*']?[)\](\[dDpP/\\|]"  # emoticons :) ;-) :D
+    rf"|{_WORD}"
+)
+RULES: dict[str, str] = {"words": _WORD, "tweets": _TWEET, "whitespace": r"\S+"}
+"""The named rules of :class:`RegexTokenizer`, as regular expressions matched left to right."""
+
+
+class RegexTokenizer(Tokenizer):
+    """Tokens are the successive matches of a regular expression (a named rule of :data:`RULES`).
+
+    Args:
+        rule: ``"words"``, ``"tweets"`` or ``"whitespace"``.
+        lowercase: lowercase each token (for a corpus whose vocabulary is lowercased).
+
+    Raises:
+        ValueError: an unknown rule.
+    """
+
+    kind = "regex"
+
+    def __init__(self, rule: str = "words", lowercase: bool = False) -> None:
+        if rule not in RULES:
+            raise ValueError(f"unknown tokenizer rule {rule!r}; choose one of {sorted(RULES)}")
+        self.rule, self.lowercase = rule, lowercase
+        self._pattern = re.compile(RULES[rule])
+
+    def tokenize(self, text: str) -> list[Token]:  # noqa: D102
+        return [
+            Token(m.group().lower() if self.lowercase else m.group(), m.start(), m.end())
+            for m in self._pattern.finditer(text)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:  # noqa: D102
+        return {"kind": self.kind, "rule": self.rule, "lowercase": self.lowercase}
+
+
+_KINDS: dict[str, type[Tokenizer]] = {"letters": LetterTokenizer, "regex": RegexTokenizer}
+
+
+def tokenizer_from_dict(spec: Mapping[str, Any]) -> Tokenizer:
+    """The tokenizer :meth:`Tokenizer.to_dict` described.
+
+    Raises:
+        ValueError: an unknown kind or argument, naming it.
+    """
+    args = dict(spec)
+    kind = args.pop("kind", None)
+    cls = _KINDS.get(str(kind))
+    if cls is None:
+        raise ValueError(f"unknown tokenizer kind {kind!r}; known: {sorted(_KINDS)}")
+    try:
+        return cls(**args)
+    except TypeError as err:
+        raise ValueError(f"bad arguments {args} for the {kind!r} tokenizer: {err}") from None

@@ -1,0 +1,15 @@
+"""Using a trained model: load it, tag raw text (entities with offsets and exact probabilities), save it.
+
+* :mod:`~crfhead.inference.text_tagger`: :func:`load` (``crfhead.load``) and :class:`TextTagger`;
+* :mod:`~crfhead.inference.entities`: :class:`Entity` and :class:`Tagged`, what tagging returns;
+* :mod:`~crfhead.inference.saved`: the saved-folder format (safetensors + JSON) and checkpoint reading.
+
+Above :mod:`crfhead.training`'s plain modules (the tagger, its builders); never imports Lightning for
+a saved folder.
+"""
+
+from crfhead.data.tokenize import Token
+from crfhead.inference.entities import Entity, Tagged
+from crfhead.inference.text_tagger import TextTagger, load
+
+__all__ = ["Entity", "Tagged", "TextTagger", "Token", "load"]

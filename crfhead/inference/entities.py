@@ -1,0 +1,88 @@
+"""What tagging raw text returns: entities with character offsets and exact probabilities.
+
+An :class:`Entity` is a span of the decoded tags (read with :func:`crfhead.schemes.tags_to_spans`)
+located in the raw text by its tokens' offsets (``text[start:end] == entity.text``), with its exact
+marginal probability under the model (:func:`crfhead.evaluation.spans.span_probabilities`) where the
+head is a calibrated probability model. A :class:`Tagged` is one text: its tokens, tags and entities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crfhead.data.tokenize import Token
+from crfhead.schemes import Span
+
+__all__ = ["Entity", "Tagged", "entities_of"]
+
+
+@dataclass(frozen=True)
+class Entity:
+    """An entity found in a text.
+
+    Attributes:
+        label: the entity type (``"ORG"``).
+        start: character offset of its first character in the text.
+        end: character offset just past its last character (``text[start:end] == self.text``).
+        text: the entity's surface text.
+        probability: the exact probability that the span is an entity of this type under the model
+            (``None`` for a head that is not a probability model, such as the perceptron).
+        token_start: index of its first token.
+        token_end: index just past its last token.
+    """
+
+    label: str
+    start: int
+    end: int
+    text: str
+    probability: float | None
+    token_start: int
+    token_end: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of every field."""
+        return {
+            "label": self.label,
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "probability": self.probability,
+            "token_start": self.token_start,
+            "token_end": self.token_end,
+        }
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """One tagged text: the text, its tokens (with offsets), one tag per token, the entities."""
+
+    text: str
+    tokens: list[Token]
+    tags: list[str]
+    entities: list[Entity]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"text", "tokens", "tags", "entities"}`` (token texts, entity dicts), JSON-able."""
+        return {
+            "text": self.text,
+            "tokens": [t.text for t in self.tokens],
+            "tags": self.tags,
+            "entities": [e.to_dict() for e in self.entities],
+        }
+
+
+def entities_of(
+    text: str,
+    tokens: Sequence[Token],
+    spans: Sequence[Span],
+    probabilities: Sequence[float] | None,
+) -> list[Entity]:
+    """The entities of ``spans`` (inclusive token indices) located in ``text`` by the tokens' offsets."""
+    out = []
+    for i, span in enumerate(spans):
+        start, end = tokens[span.start].start, tokens[span.end].end
+        p = None if probabilities is None else round(float(probabilities[i]), 6)
+        out.append(Entity(span.label, start, end, text[start:end], p, span.start, span.end + 1))
+    return out
