@@ -249,7 +249,9 @@ def test_predict_tags_text_with_span_probabilities(tmp_path: Path) -> None:
     assert [len(r["tokens"]) for r in records] == [10, 3]
     for r in records:
         assert len(r["tags"]) == len(r["tokens"])
-        assert all(0.0 <= s["probability"] <= 1.0 for s in r["spans"])
+        for e in r["entities"]:  # character offsets into the text, exact probabilities
+            assert r["text"][e["start"] : e["end"]] == e["text"]
+            assert 0.0 <= e["probability"] <= 1.0
     assert (tmp_path / "out.conll").read_text().count("\n\n") == 2
 
 
