@@ -15,7 +15,10 @@ The build links OpenMP when the compiler has it (see :data:`OPENMP`), else uses 
 
 Semantics are the portable engine's: masks with holes, empty rows, shared or per-edge transitions,
 start/end, float32/float64 (half types arrive upcast), gradients to emissions, transitions, start and
-end. A :class:`~crfhead.engine.backends.autograd.Kernel`: the loss is one native call forward (log Z,
+end. Forbidden is ``-inf``, excluded exactly and nothing clamped, at any score scale (a sequence whose
+scaled arithmetic may have lost mass is recomputed in log space): a row with no valid path gets log Z
+``-inf``, zero marginals, Viterbi score ``-inf`` and an all ``-1`` path; a forbidden gold path a loss
+of ``+inf``. A :class:`~crfhead.engine.backends.autograd.Kernel`: the loss is one native call forward (log Z,
 gold score, and the gradient: marginals minus gold counts, after checking the tags' range) and one
 backward (:func:`scale_grads`, by the upstream gradient).
 """

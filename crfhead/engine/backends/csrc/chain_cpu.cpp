@@ -31,13 +31,17 @@
 // Numerics. Sum-product runs in scaled probability space: the forward state is a probability vector,
 // renormalised every step with its log-normaliser accumulated in double, and a step is a K x K
 // matrix-vector product with exp(transitions - max): K^2 multiply-adds and K exps per step instead of
-// K^2 exps in log space. Scaling is exact unless a normaliser leaves the floating-point range; every
-// such event (a step's normaliser, a node's alpha.beta overlap or an edge's normaliser below TINY) is
-// detected per sequence, and that sequence is recomputed in log space in double, so the results are
-// correct for scores of any magnitude. exp flushes arguments below EXP_FLOOR (-87) to exactly 0, as the
-// portable engine does. Max-product (Viterbi) runs in log space (adds and compares only); back-pointers
-// are not stored but recomputed along the best path (the same additions, so bit-identical). Ties go to
-// the lowest previous tag and the lowest final tag, as torch.max does in the portable backend.
+// K^2 exps in log space. Scaling is exact unless a normaliser leaves the floating-point range (a step's
+// normaliser, a node's alpha.beta overlap or an edge's normaliser below TINY) or the mass it drops
+// could matter: exp flushes arguments below FLOOR (float -87, where exp stops being a normal float;
+// double -700) to exactly 0, and denormal products are flushed, and a term negligible where it is
+// dropped may carry most of Z further on (a flushed transition into a tag the next scores favour). The
+// backward pass bounds the relative error of Z this can cause (see scaled_block); every such event is
+// detected per sequence, and that sequence is recomputed in log space in double, so log Z and the
+// marginals are exact for scores of any magnitude. Max-product (Viterbi) runs in log space (adds and
+// compares only); back-pointers are not stored but recomputed along the best path (the same
+// additions, so bit-identical). Ties go to the lowest previous tag and the lowest final tag, as
+// torch.max does in the portable backend.
 
 #include <algorithm>
 #include <atomic>
@@ -57,18 +61,35 @@
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-constexpr double kExpFloor = -87.0;  // crfhead.numerics.EXP_FLOOR
 
+// The scaled recursions' constants per compute type:
+//   tiny   a normaliser below it leaves the range (the sequence falls back to log space);
+//   floor  exp flushes arguments below it to exactly 0 (float: crfhead.numerics.EXP_FLOOR, where
+//          exp's result stops being a normal float; double: where a double does);
+//   min    the least normal number (smaller products are flushed to 0: see FlushDenormals);
+//   tol    the bound on the relative error of Z, from mass the scaled arithmetic lost, above which a
+//          sequence falls back to log space (see loss_bound and scaled_block).
 template <typename S>
-struct Tiny;
+struct Num;
 template <>
-struct Tiny<float> {
-  static constexpr double value = 1e-20;
+struct Num<float> {
+  static constexpr double tiny = 1e-20, floor = -87.0, tol = 1e-9;
+  static constexpr double min = std::numeric_limits<float>::min();
 };
 template <>
-struct Tiny<double> {
-  static constexpr double value = 1e-200;
+struct Num<double> {
+  static constexpr double tiny = 1e-200, floor = -700.0, tol = 1e-18;
+  static constexpr double min = std::numeric_limits<double>::min();
 };
+
+// The mass one scaled step can lose, relative to its (normalised, sum 1) input state: the flushed
+// factors (one exp per emission and per transition, each below exp(floor) times the factor's max,
+// 2K terms) and the flushed denormal products and sums (at most K^2 + 3K, each below min).
+template <typename S>
+S loss_bound(int64_t K) {
+  const double k = static_cast<double>(K);
+  return static_cast<S>(2.0 * k * std::exp(Num<S>::floor) + (k * k + 3.0 * k) * Num<S>::min);
+}
 
 // 256-bit vectors (GCC/Clang vector extensions: SSE/AVX on x86, NEON pairs on ARM).
 template <typename S>
@@ -124,7 +145,8 @@ struct Rows {
 };
 
 // Denormal operands are 10-100x slower on x86; nothing here needs them (every normaliser below TINY
-// is already a fallback), so flush them for the duration of a worker's loop.
+// is already a fallback, and the flushed products are within the lost-mass bound, loss_bound), so
+// flush them for the duration of a worker's loop.
 struct FlushDenormals {
 #if defined(__SSE__)
   unsigned saved = _mm_getcsr();
@@ -139,7 +161,7 @@ struct FlushDenormals {
 // polynomial, relative error below 2e-7); 0 below EXP_FLOOR and for -inf, arguments above 88 clamped.
 // Arguments are never NaN here (every shift by a max that is -inf uses 0).
 inline float fast_exp(float x) {
-  if (x < static_cast<float>(kExpFloor)) return 0.0f;
+  if (x < static_cast<float>(Num<float>::floor)) return 0.0f;
   x = std::min(88.0f, x);
   const float n = std::nearbyint(x * 1.44269504088896341f);
   float r = x - n * 0.693359375f;
@@ -156,14 +178,14 @@ inline float fast_exp(float x) {
   std::memcpy(&scale, &bits, sizeof(scale));
   return p * scale;
 }
-inline double fast_exp(double x) { return x < kExpFloor ? 0.0 : std::exp(x); }
+inline double fast_exp(double x) { return x < Num<double>::floor ? 0.0 : std::exp(x); }
 
 // The same on a vector of 8 floats.
 inline Simd<float>::V vexp(Simd<float>::V x) {
   using V = Simd<float>::V;
   using I = Simd<float>::I;
   const V zero = V{};
-  const I under = x < static_cast<float>(kExpFloor);
+  const I under = x < static_cast<float>(Num<float>::floor);
   x = x > 88.0f ? zero + 88.0f : x;
   x = under ? zero : x;
   const V n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
@@ -193,29 +215,58 @@ S max_of(const S* x, int64_t n) {
   return m;
 }
 
+// What exp did to a factor in scaled space, for a forward pass without the backward (log Z only):
+// whether it flushed a finite score to 0 (the true value is below exp(floor) times the max), and the
+// least nonzero value.
+template <typename S>
+struct Flush {
+  bool floored = false;
+  S minnz = S(1);
+};
+
 // out = exp(x - max x) (n values); returns max x. When every x is -inf the shift is 0: out is all 0 and
 // the returned max -inf (the caller's normaliser then fails and the sequence falls back to log space,
-// which finds whether any path is left).
+// which finds whether any path is left). With `flush`, also records what exp flushed.
 template <typename S>
-double exp_shifted(const S* x, int64_t n, S* out) {
-  const S m = max_of(x, n);
-  const S shift = m == -std::numeric_limits<S>::infinity() ? S(0) : m;
+double exp_shifted(const S* x, int64_t n, S* out, Flush<S>* flush = nullptr) {
+  constexpr S inf = std::numeric_limits<S>::infinity();
+  if (!flush) {
+    const S m = max_of(x, n);
+    const S shift = m == -inf ? S(0) : m;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = fast_exp(x[i] - shift);
+    return static_cast<double>(m);
+  }
+  S m = -inf, low = inf;  // the max, and the least finite score
+#pragma omp simd reduction(max : m) reduction(min : low)
+  for (int64_t i = 0; i < n; ++i) {
+    m = std::max(m, x[i]);
+    low = std::min(low, x[i] > -inf ? x[i] : inf);
+  }
+  const S shift = m == -inf ? S(0) : m;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = fast_exp(x[i] - shift);
+  if (low < inf) {  // some finite score: the least one was flushed, or gives the least nonzero exp
+    const S arg = low - shift;
+    if (arg < static_cast<S>(Num<S>::floor))
+      flush->floored = true;
+    else
+      flush->minnz = std::min(flush->minnz, fast_exp(arg));
+  }
   return static_cast<double>(m);
 }
 
-// v /= sum(v); returns log sum(v), or NaN when the sum is below Tiny (the step left the range).
+// v /= sum(v); returns sum(v), or 0 (v untouched) when the sum is below tiny (the step left the range).
 template <typename S>
 double normalise(S* v, int64_t K) {
   S s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t k = 0; k < K; ++k) s += v[k];
-  if (!(static_cast<double>(s) > Tiny<S>::value)) return std::numeric_limits<double>::quiet_NaN();
+  if (!(static_cast<double>(s) > Num<S>::tiny)) return 0.0;
   const S inv = S(1) / s;
 #pragma omp simd
   for (int64_t k = 0; k < K; ++k) v[k] *= inv;
-  return std::log(static_cast<double>(s));
+  return static_cast<double>(s);
 }
 
 double logsumexp(const double* x, int64_t n) {
@@ -246,20 +297,26 @@ struct Shared {
   std::vector<S> start, end_norm;  // exp(start - smax); exp(end - emax) / its sum
   std::vector<double> end;         // exp(end - emax), double
   double pmax = 0, smax = 0, emax = 0;
+  bool floored = false;            // exp flushed a finite transition, start or end score to 0
+  S minP = S(1), minStart = S(1);  // the least nonzero entries of P and start
 
   Shared(const Chain<S>& c, bool transitions) {
     const int64_t K = c.K;
+    Flush<S> fp, fs, fe;
     if (transitions && K > 0) {
       P.resize(K * K);
       PT.resize(K * K);
-      pmax = exp_shifted(c.trans, K * K, P.data());
+      pmax = exp_shifted(c.trans, K * K, P.data(), &fp);
       for (int64_t j = 0; j < K; ++j)
         for (int64_t k = 0; k < K; ++k) PT[k * K + j] = P[j * K + k];
     }
     std::vector<S> e(K);
     start.resize(K);
-    smax = K ? exp_shifted(c.start, K, start.data()) : 0.0;
-    emax = K ? exp_shifted(c.end, K, e.data()) : 0.0;
+    smax = K ? exp_shifted(c.start, K, start.data(), &fs) : 0.0;
+    emax = K ? exp_shifted(c.end, K, e.data(), &fe) : 0.0;
+    floored = fp.floored || fs.floored || fe.floored;
+    minP = fp.minnz;
+    minStart = fs.minnz;
     end.assign(e.begin(), e.end());
     double sum = 0;
     for (int64_t k = 0; k < K; ++k) sum += end[k];
@@ -273,9 +330,9 @@ struct Shared {
 template <typename S>
 struct Work {
   using V = typename Simd<S>::V;
-  std::vector<V> E, A, beta, nb, wv, acc;  // blocks of W sequences
+  std::vector<V> E, A, F, beta, nb, wv, acc;  // blocks of W sequences
   std::vector<S> sA, sE, sbeta, sprev, sw, sP;  // one sequence
-  std::vector<double> prod, la, lb, tmp;
+  std::vector<double> sF, prod, la, lb, tmp;
 };
 
 // Zero the outputs of sequence b.
@@ -338,7 +395,6 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
                    const Out<S>& out) {
   const int64_t K = c.K;
   w.la.assign(n * K, kNegInf);
-  w.lb.assign(n * K, 0.0);
   w.tmp.resize(K * K);
   auto tr_at = [&](int64_t i, int64_t j, int64_t k) -> double { return c.edge(b, pos[i])[j * K + k]; };
   auto em_at = [&](int64_t i, int64_t k) -> double { return c.emission(b, pos[i])[k]; };
@@ -348,16 +404,17 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
       for (int64_t j = 0; j < K; ++j) w.tmp[j] = w.la[(i - 1) * K + j] + tr_at(i, j, k);
       w.la[i * K + k] = logsumexp(w.tmp.data(), K) + em_at(i, k);
     }
+  for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + c.end[k];
+  const double logz = logsumexp(w.tmp.data(), K);
+  if (out.logz) out.logz[b] = static_cast<S>(logz);
+  if (!out.node || logz == kNegInf) return;  // no valid path: the marginals stay 0
+  w.lb.assign(n * K, 0.0);
   for (int64_t k = 0; k < K; ++k) w.lb[(n - 1) * K + k] = c.end[k];
   for (int64_t i = n - 1; i > 0; --i)
     for (int64_t j = 0; j < K; ++j) {
       for (int64_t k = 0; k < K; ++k) w.tmp[k] = tr_at(i, j, k) + em_at(i, k) + w.lb[i * K + k];
       w.lb[(i - 1) * K + j] = logsumexp(w.tmp.data(), K);
     }
-  for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + c.end[k];
-  const double logz = logsumexp(w.tmp.data(), K);
-  if (out.logz) out.logz[b] = static_cast<S>(logz);
-  if (!out.node || logz == kNegInf) return;  // no valid path: the marginals stay 0
   for (int64_t i = 0; i < n; ++i) {
     S* g = out.node + (b * c.T + pos[i]) * K;
     for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[i * K + k] + w.lb[i * K + k];
@@ -382,25 +439,55 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
 }
 
 // Scaled forward-backward of one sequence with per-edge transitions, vectorised over tags; returns
-// false (outputs partly written) when a normaliser left the range, and the caller reruns it in log
-// space. Outputs must be zeroed.
+// false (outputs partly written) when a normaliser left the range or the mass the scaled arithmetic
+// may have lost is above tol (see scaled_block), and the caller reruns it in log space. Outputs must
+// be zeroed.
 template <typename S>
 bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t* pos, int64_t n,
                 Work<S>& w, const Out<S>& out) {
   const int64_t K = c.K;
+  const bool marg = out.node != nullptr;
+  const S lo = static_cast<S>(2.0 * Num<S>::min);
   w.sA.assign(n * K, S(0));
   w.sE.resize(n * K);
   w.sw.resize(K);
   w.sP.resize(K * K);
+  w.sF.resize(n);
+  // Log Z only: whether the forward may have lost mass (then the backward pass bounds it).
+  bool risky = sh.floored;
+  S minA = S(1);  // the least nonzero entry of the normalised state
+  Flush<S> fe, fp;
+  Flush<S>* const pe = marg ? nullptr : &fe;
+  Flush<S>* const pp = marg ? nullptr : &fp;
+  auto normalise_step = [&](S* v, int64_t i) -> double {  // log of the normaliser, NaN: out of range
+    S s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t k = 0; k < K; ++k) s += v[k];
+    if (!(static_cast<double>(s) > Num<S>::tiny)) return std::numeric_limits<double>::quiet_NaN();
+    const S inv = S(1) / s;
+    if (!marg) {
+      S mn = S(1);
+#pragma omp simd reduction(min : mn)
+      for (int64_t k = 0; k < K; ++k) mn = std::min(mn, v[k] > S(0) ? v[k] : S(1));
+      minA = mn * inv;
+      risky |= minA < lo;
+    }
+#pragma omp simd
+    for (int64_t k = 0; k < K; ++k) v[k] *= inv;
+    w.sF[i] = static_cast<double>(inv);
+    return std::log(static_cast<double>(s));
+  };
   // ---- forward
-  double log_scale = exp_shifted(c.emission(b, pos[0]), K, w.sE.data()) + sh.smax;
+  double log_scale = exp_shifted(c.emission(b, pos[0]), K, w.sE.data(), pe) + sh.smax;
 #pragma omp simd
   for (int64_t k = 0; k < K; ++k) w.sA[k] = w.sE[k] * sh.start[k];
-  double ls = normalise(w.sA.data(), K);
+  if (!marg) risky |= fe.floored || fe.minnz * sh.minStart < lo;
+  double ls = normalise_step(w.sA.data(), 0);
   if (std::isnan(ls)) return false;
   log_scale += ls;
   for (int64_t i = 1; i < n; ++i) {
-    const double pmax = exp_shifted(c.edge(b, pos[i]), K * K, w.sP.data());
+    if (!marg) fe = fp = Flush<S>{};
+    const double pmax = exp_shifted(c.edge(b, pos[i]), K * K, w.sP.data(), pp);
     const S* prev = w.sA.data() + (i - 1) * K;
     S* cur = w.sA.data() + i * K;
     for (int64_t j = 0; j < K; ++j) {
@@ -410,10 +497,11 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
       for (int64_t k = 0; k < K; ++k) cur[k] += a * row[k];
     }
     S* Ei = w.sE.data() + i * K;  // exp(em - max), kept for the backward pass
-    const double emax = exp_shifted(c.emission(b, pos[i]), K, Ei);
+    const double emax = exp_shifted(c.emission(b, pos[i]), K, Ei, pe);
 #pragma omp simd
     for (int64_t k = 0; k < K; ++k) cur[k] *= Ei[k];
-    ls = normalise(cur, K);
+    if (!marg) risky |= fe.floored || fp.floored || (minA * fp.minnz) * fe.minnz < lo;
+    ls = normalise_step(cur, i);
     if (std::isnan(ls)) return false;
     log_scale += ls + pmax + emax;
   }
@@ -426,8 +514,10 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
     if (!std::isfinite(lz)) return false;
     if (out.logz) out.logz[b] = static_cast<S>(lz);
   }
-  if (!out.node) return true;
-  // ---- backward, with the marginals read off as we go
+  if (!marg && !risky) return true;  // nothing was lost: log Z is exact
+  // ---- backward, with the marginals read off as we go, and the bound on the lost mass
+  const double C = static_cast<double>(loss_bound<S>(K));
+  double err = 0.0, binv = 1.0;
   w.sbeta.assign(sh.end_norm.begin(), sh.end_norm.end());
   w.sprev.resize(K);
   w.prod.resize(K);
@@ -438,16 +528,17 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
       w.prod[k] = static_cast<double>(a[k]) * static_cast<double>(w.sbeta[k]);
       s += w.prod[k];
     }
-    if (!(s > Tiny<S>::value)) return false;  // alpha and beta (nearly) disjoint: use log space
-    S* g = out.node + (b * c.T + pos[i]) * K;
-    for (int64_t k = 0; k < K; ++k) g[k] = static_cast<S>(w.prod[k] / s);
-    if (i == n - 1 && out.last)
-      for (int64_t k = 0; k < K; ++k) out.last[b * K + k] = g[k];
-    if (i == 0) {
-      if (out.first)
+    if (!(s > Num<S>::tiny)) return false;  // alpha and beta (nearly) disjoint: use log space
+    err += C * (w.sF[i] + binv) / s;
+    if (marg) {
+      S* g = out.node + (b * c.T + pos[i]) * K;
+      for (int64_t k = 0; k < K; ++k) g[k] = static_cast<S>(w.prod[k] / s);
+      if (i == n - 1 && out.last)
+        for (int64_t k = 0; k < K; ++k) out.last[b * K + k] = g[k];
+      if (i == 0 && out.first)
         for (int64_t k = 0; k < K; ++k) out.first[b * K + k] = g[k];
-      break;
     }
+    if (i == 0) break;
     exp_shifted(c.edge(b, pos[i]), K * K, w.sP.data());
     const S* Pm = w.sP.data();
     const S* Ei = w.sE.data() + i * K;
@@ -464,7 +555,7 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
       const S* ap = w.sA.data() + (i - 1) * K;
       double tot = 0.0;
       for (int64_t j = 0; j < K; ++j) tot += static_cast<double>(ap[j]) * w.sprev[j];
-      if (!(tot > Tiny<S>::value)) return false;
+      if (!(tot > Num<S>::tiny)) return false;
       S* x = out.edge + (b * (c.T - 1) + (pos[i] - 1)) * K * K;
       const S inv = static_cast<S>(1.0 / tot);
       for (int64_t j = 0; j < K; ++j) {
@@ -475,12 +566,13 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
         for (int64_t k = 0; k < K; ++k) xr[k] += aj * row[k] * w.sw[k];
       }
     }
-    if (std::isnan(normalise(w.sprev.data(), K))) return false;
+    const double s2 = normalise(w.sprev.data(), K);
+    if (!(s2 > 0)) return false;
+    binv = static_cast<double>(S(1) / static_cast<S>(s2));
     std::swap(w.sbeta, w.sprev);
   }
-  return true;
+  return err <= Num<S>::tol;
 }
-
 
 // ----------------------------------------------------------------- the K x K step of a block
 
@@ -586,7 +678,20 @@ void gather(const Chain<S>& c, const Lanes<S>& L, std::vector<typename Simd<S>::
 }
 
 // Scaled forward-backward of a block with shared transitions. fail[l] is set for every lane whose
-// normalisers left the range (its outputs are then to be recomputed in log space).
+// normalisers left the range, or whose lost mass may be above tol (its outputs are then to be
+// recomputed in log space).
+//
+// Lost mass. Scaled arithmetic drops what exp flushes (a factor below exp(floor) times its max) and
+// the denormal products it flushes; such a term may be negligible where it is dropped and yet carry
+// most of Z further on (a path through a flushed transition that the next emissions favour). Mass lost
+// by forward step i, l_i <= loss_bound(K) = C in units of the normalised state alpha_i (sum 1) times
+// the step's normaliser, changes Z by l_i . beta_i / (alpha_i . beta_i) <= C * F_i / s_i relative,
+// where F_i = 1 / (step i's normaliser) and s_i = alpha_i . beta_i with beta_i normalised to sum 1
+// (the node normaliser of the backward pass). The backward pass loses in the same way, C * G_i / s_i
+// with G_i = 1 / (its normaliser into position i) (1 at the last position). A lane whose sum of these
+// is above tol falls back, so every lane that stays has log Z, and marginals, exact to ~tol beyond the
+// rounding. With log Z only the backward pass runs only for lanes whose forward may have lost
+// anything (a finite score flushed by exp, or a product of the least nonzero factors below 2 min).
 template <typename S>
 void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Work<S>& w,
                   const Out<S>& out, bool* fail) {
@@ -594,27 +699,46 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
   using I = typename Simd<S>::I;
   constexpr int W = Simd<S>::W;
   const int64_t K = c.K, T = c.T, N = L.nmax;
-  const S tiny = static_cast<S>(Tiny<S>::value);
+  const bool marg = out.node != nullptr;
+  const S tiny = static_cast<S>(Num<S>::tiny);
+  const S lo = static_cast<S>(2.0 * Num<S>::min);
+  const S floor = static_cast<S>(Num<S>::floor);
   const V one = V{} + S(1);
+  const V neg_inf = V{} - std::numeric_limits<S>::infinity();
   const S* P = sh.P.data();
   const S* PT = sh.PT.data();
   gather(c, L, w.E);
   w.A.resize(N * K);
+  w.F.resize(N);
   double lsc[W], prod[W];
   for (int l = 0; l < W; ++l) {
     lsc[l] = sh.smax;
     prod[l] = 1.0;
     fail[l] = false;
   }
+  // Log Z only: the lanes whose forward may have lost mass, and the least nonzero entry of each lane's
+  // normalised state.
+  I risky = sh.floored ? ~I{} : I{};
+  V minA = one;
   // Normalise v (K vectors) lane by lane; active lanes record the normaliser (plus `extra`, the log of
-  // the factors taken out beforehand) and fail below TINY.
-  auto normalise_lanes = [&](V* v, I active, double extra) {
+  // the factors taken out beforehand) and fail below TINY. F[i] takes the inverse normalisers.
+  auto normalise_lanes = [&](V* v, I active, double extra, int64_t i) {
     V s = V{};
     for (int64_t k = 0; k < K; ++k) s += v[k];
     const I ok = s > tiny;
     const V safe = ok ? s : one;
     const V inv = one / safe;
+    if (!marg) {
+      V mn = one;
+      for (int64_t k = 0; k < K; ++k) {
+        const V x = v[k] > S(0) ? v[k] : one;
+        mn = x < mn ? x : mn;
+      }
+      minA = mn * inv;
+      risky |= active & (minA < lo);
+    }
     for (int64_t k = 0; k < K; ++k) v[k] *= inv;
+    w.F[i] = inv;
     for (int l = 0; l < W; ++l)
       if (active[l]) {
         fail[l] |= !ok[l];
@@ -624,33 +748,55 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
   };
   // exp(E_i - max) in place, the max added to the log scale. A lane whose emissions are all -inf here
   // is shifted by 0 instead (its row is then all 0, its normaliser fails: it falls back to log space).
-  const V neg_inf = V{} - std::numeric_limits<S>::infinity();
-  auto exp_row = [&](int64_t i) {
+  // Log Z only: returns the least nonzero exp per lane, and marks the lanes where exp flushed a finite
+  // score as risky.
+  auto exp_row = [&](int64_t i, I active) {
     V* e = w.E.data() + i * K;
     V m = e[0];
     for (int64_t k = 1; k < K; ++k) m = e[k] > m ? e[k] : m;
     m = m == neg_inf ? V{} : m;
-    for (int64_t k = 0; k < K; ++k) e[k] = vexp(e[k] - m);
+    V mn = one;
+    if (marg) {
+      for (int64_t k = 0; k < K; ++k) e[k] = vexp(e[k] - m);
+    } else {
+      I floored = I{};
+      for (int64_t k = 0; k < K; ++k) {
+        const V x = e[k] - m;
+        floored |= (x < floor) & (x > neg_inf);
+        e[k] = vexp(x);
+        const V y = e[k] > S(0) ? e[k] : one;
+        mn = y < mn ? y : mn;
+      }
+      risky |= active & floored;
+    }
     for (int l = 0; l < W; ++l) lsc[l] += static_cast<double>(m[l]);  // 0 on padding
+    return mn;
   };
   // ---- forward
-  exp_row(0);
-  for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] * sh.start[k];
-  normalise_lanes(w.A.data(), L.active(0), 0.0);
+  {
+    const I active = L.active(0);
+    const V mnE = exp_row(0, active);
+    for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] * sh.start[k];
+    if (!marg) risky |= active & (mnE * sh.minStart < lo);
+    normalise_lanes(w.A.data(), active, 0.0, 0);
+  }
   for (int64_t i = 1; i < N; ++i) {
-    exp_row(i);
+    const I active = L.active(i);
+    const V mnE = exp_row(i, active);
     const V* prev = w.A.data() + (i - 1) * K;
     V* cur = w.A.data() + i * K;
     chain_step<SumProduct>(prev, P, cur, K);
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) cur[k] *= e[k];
-    normalise_lanes(cur, L.active(i), sh.pmax);
+    if (!marg) risky |= active & ((minA * sh.minP) * mnE < lo);
+    normalise_lanes(cur, active, sh.pmax, i);
     if ((i & 7) == 0)  // keep the running products of normalisers (each in [TINY, K]) in range
       for (int l = 0; l < W; ++l) {
         lsc[l] += std::log(prod[l]);
         prod[l] = 1.0;
       }
   }
+  bool check = marg;  // whether any lane needs the backward pass
   for (int l = 0; l < W; ++l) {
     if (L.n[l] == 0 || fail[l]) continue;
     const V* last = w.A.data() + (L.n[l] - 1) * K;
@@ -662,24 +808,31 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
       continue;
     }
     if (out.logz) out.logz[L.b[l]] = static_cast<S>(lz);
+    check |= risky[l] != 0;
   }
-  if (!out.node) return;
-  // ---- backward, with the marginals read off as we go
-  for (int l = 0; l < W; ++l) {  // masked positions get 0; first/last and edges are written below
-    if (L.n[l] == 0) continue;
-    const uint8_t* m = c.mask + L.b[l] * T;
-    for (int64_t t = 0; t < T; ++t)
-      if (!m[t]) std::fill(out.node + (L.b[l] * T + t) * K, out.node + (L.b[l] * T + t + 1) * K, S(0));
-  }
+  if (!check) return;  // log Z only, and nothing was lost: exact
+  // ---- backward, with the marginals read off as we go, and the bound on the lost mass
+  const I watch = marg ? ~I{} : risky;  // the lanes checked
+  if (marg)
+    for (int l = 0; l < W; ++l) {  // masked positions get 0; first/last and edges are written below
+      if (L.n[l] == 0) continue;
+      const uint8_t* m = c.mask + L.b[l] * T;
+      for (int64_t t = 0; t < T; ++t)
+        if (!m[t]) std::fill(out.node + (L.b[l] * T + t) * K, out.node + (L.b[l] * T + t + 1) * K, S(0));
+    }
+  const V C = V{} + loss_bound<S>(K);
+  V err = V{}, binv = one;
   w.beta.assign(K, one);
   w.nb.resize(K);
   w.wv.resize(K);
   if (out.edge) w.acc.assign(K * K, V{});
   for (int64_t i = N - 1; i >= 0; --i) {
     for (int l = 0; l < W; ++l)
-      if (L.n[l] - 1 == i)
+      if (L.n[l] - 1 == i) {
         for (int64_t k = 0; k < K; ++k) w.beta[k][l] = sh.end_norm[k];
-    const I active = L.active(i);
+        binv[l] = S(1);
+      }
+    const I active = L.active(i) & watch;
     const V* a = w.A.data() + i * K;
     V s = V{};
     for (int64_t k = 0; k < K; ++k) {
@@ -688,12 +841,16 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
     }
     const I ok = s > tiny;
     const V inv = one / (ok ? s : one);
-    // A[i] is not needed any more: it takes the node marginals, scattered to the output at the end
-    // (reading lanes back right after the vector stores would stall store-to-load forwarding).
-    V* g = w.A.data() + i * K;
-    for (int64_t k = 0; k < K; ++k) g[k] = w.wv[k] * inv;
+    if (marg) {
+      // A[i] is not needed any more: it takes the node marginals, scattered to the output at the end
+      // (reading lanes back right after the vector stores would stall store-to-load forwarding).
+      V* g = w.A.data() + i * K;
+      for (int64_t k = 0; k < K; ++k) g[k] = w.wv[k] * inv;
+    }
     for (int l = 0; l < W; ++l)
       if (active[l]) fail[l] |= !ok[l];
+    const V term = C * (w.F[i] + binv) * inv;
+    err = active ? err + term : err;
     if (i == 0) break;
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) w.wv[k] = e[k] * w.beta[k];
@@ -720,8 +877,12 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
       if (active[l]) fail[l] |= !ok2[l];
     const V inv2 = one / (ok2 ? s2 : one);
     for (int64_t j = 0; j < K; ++j) w.nb[j] *= inv2;
+    binv = inv2;
     std::swap(w.beta, w.nb);
   }
+  for (int l = 0; l < W; ++l)
+    if (L.n[l] > 0 && watch[l] && !(err[l] <= static_cast<S>(Num<S>::tol))) fail[l] = true;
+  if (!marg) return;
   for (int l = 0; l < W; ++l) {
     if (L.n[l] == 0 || fail[l]) continue;
     const int64_t b = L.b[l];
