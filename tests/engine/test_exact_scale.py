@@ -364,3 +364,27 @@ def test_posterior_decode_valid_only_never_uses_a_forbidden_emission(backend: st
     args = (em, tr, None, None, None)
     for b, row in enumerate(enumerate_rows(*args)):
         assert paths[b].tolist() in row.paths
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [F64, torch.float32])
+def test_a_term_below_the_exp_floor_that_later_carries_most_of_z_is_not_lost(
+    backend: str, dtype: torch.dtype
+) -> None:
+    """Scaled arithmetic flushes tiny terms to 0; here the path through exp(-90) ends up carrying
+    almost all of Z (the other path pays -60 at the end), so dropping it costs 4 nats."""
+    inf = -INF
+    start = torch.tensor([0.0, inf], dtype=dtype)
+    tr = torch.tensor([[0.0, -90.0], [0.0, 0.0]], dtype=dtype)
+    em = torch.tensor([[[0.0, 0.0], [-44.0, 0.0]]], dtype=dtype)
+    end = torch.tensor([-60.0, 0.0], dtype=dtype)
+    args = (em, tr, start, end, None)
+    want = enumerate_rows(*args)[0].log_partition
+    with use_backend(backend):
+        pot = make_potentials(*args)
+        got = float(log_partition(pot))
+        node = marginals(pot).double()
+    assert got == pytest.approx(want, abs=1e-9 if dtype == F64 else 1e-4)
+    torch.testing.assert_close(
+        node[0], enumerate_rows(*args)[0].node_marginals(), rtol=0, atol=1e-6
+    )
