@@ -32,6 +32,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -133,7 +134,15 @@ def _cached(lib: Path) -> bool:
 
 
 def _compile(exe: str, flags: tuple[str, ...], lib: Path) -> None:
-    """Compile the source into ``lib`` and record its fingerprint, atomically (processes may race)."""
+    """Compile the source into ``lib`` and record its fingerprint, atomically (processes may race).
+
+    Says so in one line on stderr: the first call that needs the kernel pauses for it.
+    """
+    print(
+        f"crfhead: compiling the CPU kernel (~10 s, once; cached in {lib.parent})",
+        file=sys.stderr,
+        flush=True,
+    )
     lib.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
     os.close(fd)
