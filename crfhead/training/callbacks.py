@@ -1,5 +1,12 @@
-"""Training callbacks: checkpoints that never lose or mix up work, and averaging for the perceptron.
+"""Training callbacks: safe checkpoints, a console that says what matters, perceptron averaging.
 
+* :class:`RunConsole` prints what a person needs from a run and nothing else: the run folder when it
+  starts, the best checkpoint when fitting ends, the test report's path when testing ends (to stderr;
+  the report table itself goes to stdout). ``train.py`` installs it on every trainer.
+* :func:`progress_bar` is Lightning's progress bar (Rich when installed, else tqdm) showing the
+  epoch's ``val/f1`` beside the training loss, without Lightning's ``v_num`` (the run folder names
+  the version); ``train.py`` installs it unless ``enable_progress_bar`` is false or a config gives
+  its own.
 * :class:`OnExceptionCheckpoint` saves ``on_exception.ckpt`` in the run's own version folder when
   training stops on an exception (Ctrl-C, SIGTERM included) and prints how to resume from it. It is
   *not* Lightning's class of that name on purpose: with Lightning's, every later ``fit`` in the same
@@ -29,21 +36,37 @@ two changes:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytorch_lightning as pl
 import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.callbacks import Callback, ProgressBar
 from pytorch_lightning.callbacks import ModelCheckpoint as _LightningModelCheckpoint
+from pytorch_lightning.callbacks import RichProgressBar as _LightningRichProgressBar
+from pytorch_lightning.callbacks import TQDMProgressBar as _LightningTQDMProgressBar
 from pytorch_lightning.callbacks import WeightAveraging as _LightningWeightAveraging
 from pytorch_lightning.trainer.states import TrainerFn
 
-__all__ = ["AtomicCheckpointIO", "ModelCheckpoint", "OnExceptionCheckpoint", "WeightAveraging"]
+__all__ = [
+    "PROGRESS_METRICS",
+    "AtomicCheckpointIO",
+    "ModelCheckpoint",
+    "OnExceptionCheckpoint",
+    "RichProgressBar",
+    "RunConsole",
+    "TQDMProgressBar",
+    "WeightAveraging",
+    "progress_bar",
+]
+
+PROGRESS_METRICS = ("val/f1",)
+"""Epoch metrics shown on the progress bar beside what the module logs with ``prog_bar=True``."""
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -145,3 +168,96 @@ class WeightAveraging(_LightningWeightAveraging):
         if trainer.state.fn != TrainerFn.FITTING:
             return
         super().on_load_checkpoint(trainer, pl_module, checkpoint)
+
+
+def _with_epoch_metrics(
+    metrics: dict[str, int | str | float | dict[str, float]], trainer: pl.Trainer
+) -> dict[str, int | str | float | dict[str, float]]:
+    """The bar's items: ``v_num`` dropped, :data:`PROGRESS_METRICS` added once they exist."""
+    metrics.pop("v_num", None)
+    for key in PROGRESS_METRICS:
+        value = trainer.callback_metrics.get(key)
+        if value is not None and key not in metrics:
+            metrics[key] = round(float(value), 4)
+    return metrics
+
+
+class RichProgressBar(_LightningRichProgressBar):
+    """Lightning's Rich progress bar with the epoch's ``val/f1`` and without ``v_num``."""
+
+    def get_metrics(  # noqa: D102
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule
+    ) -> dict[str, int | str | float | dict[str, float]]:
+        return _with_epoch_metrics(super().get_metrics(trainer, pl_module), trainer)
+
+
+class TQDMProgressBar(_LightningTQDMProgressBar):
+    """Lightning's tqdm progress bar with the epoch's ``val/f1`` and without ``v_num``."""
+
+    def get_metrics(  # noqa: D102
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule
+    ) -> dict[str, int | str | float | dict[str, float]]:
+        return _with_epoch_metrics(super().get_metrics(trainer, pl_module), trainer)
+
+
+def progress_bar() -> ProgressBar:
+    """The bar Lightning would choose (Rich when installed, else tqdm), with the epoch's ``val/f1``."""
+    if importlib.util.find_spec("rich") is not None:
+        return RichProgressBar()
+    return TQDMProgressBar()
+
+
+class RunConsole(Callback):
+    """Print where a run's results are: its folder, its best checkpoint, its test report.
+
+    Args:
+        stream: where the lines go (default ``sys.stderr`` at the time of printing).
+
+    Lines (global rank 0 only; a ``fast_dev_run`` keeps nothing, and says so once)::
+
+        run folder: runs/finance_indicator_crf/version_0
+        best checkpoint: runs/finance_indicator_crf/version_0/checkpoints/epoch=13-step=56.ckpt (val/f1 0.9350)
+        test report: runs/finance_indicator_crf/version_0/test_report.json
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self.lines: list[str] = []
+        self._folder: str | None = None
+
+    def _say(self, trainer: pl.Trainer, line: str) -> None:
+        if trainer.is_global_zero:
+            self.lines.append(line)
+            print(line, file=self.stream or sys.stderr, flush=True)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:  # noqa: D102
+        folder = trainer.log_dir  # a collective under DDP: every rank asks
+        if getattr(trainer, "fast_dev_run", False):
+            if self._folder is None:
+                self._folder = ""
+                self._say(trainer, "fast_dev_run: one batch per loop; nothing is kept")
+            return
+        if folder and folder != self._folder:
+            self._folder = folder
+            self._say(trainer, f"run folder: {folder}")
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:  # noqa: D102
+        checkpoint = trainer.checkpoint_callback
+        best = getattr(checkpoint, "best_model_path", "")
+        if getattr(trainer, "fast_dev_run", False) or not best:
+            return
+        score = getattr(checkpoint, "best_model_score", None)
+        monitor = getattr(checkpoint, "monitor", None)
+        detail = f" ({monitor} {float(score):.4f})" if score is not None and monitor else ""
+        self._say(trainer, f"best checkpoint: {best}{detail}")
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:  # noqa: D102
+        if getattr(trainer, "fast_dev_run", False):
+            return
+        # Where TaggerModule writes it (its report_dir, else the logger's folder).
+        folder = (
+            getattr(pl_module, "report_dir", None) or trainer.log_dir or trainer.default_root_dir
+        )
+        report = Path(folder) / "test_report.json"
+        if report.is_file():
+            self._say(trainer, f"test report: {report}")
