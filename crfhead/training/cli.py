@@ -157,6 +157,9 @@ _NOISE_WARNINGS = (
     r"Experiment logs directory .* exists and is not empty",
     r"You're resuming from a checkpoint that ended before the epoch ended",
     r".*GPU available but not used",
+    # A counting head (the HMM) fits without a loss or an optimizer, on purpose.
+    r".*configure_optimizers` returned `None`",
+    r".*training_step` returned `None`",
     r".*args parameter is intended to run from within Python",
     r"Starting from v1\.9\.0, `tensorboardX` has been removed",
     r".*`isinstance\(treespec, LeafSpec\)` is deprecated",

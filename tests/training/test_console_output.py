@@ -111,6 +111,7 @@ NOISY_WARNINGS = [
     ),
     ("`LightningCLI.add_instantiator` was deprecated", DeprecationWarning),
     ("a library's future change", FutureWarning),
+    ("`LightningModule.configure_optimizers` returned `None`, this fit will run", UserWarning),
 ]
 
 
