@@ -160,7 +160,6 @@ _NOISE_WARNINGS = (
     # A counting head (the HMM) fits without a loss or an optimizer, on purpose.
     r".*configure_optimizers` returned `None`",
     r".*training_step` returned `None`",
-    r".*args parameter is intended to run from within Python",
     r"Starting from v1\.9\.0, `tensorboardX` has been removed",
     r".*`isinstance\(treespec, LeafSpec\)` is deprecated",
     r"The `srun` command is available on your system but is not used",
@@ -185,6 +184,10 @@ class _Console:
     @contextmanager
     def session(self) -> Iterator[_Console]:
         with warnings.catch_warnings():
+            # main() hands LightningCLI the command line as args, by design: never a mistake here.
+            warnings.filterwarnings(
+                "ignore", message=".*args parameter is intended to run from within"
+            )
             if not self.verbose:
                 self._quiet()
             try:
@@ -224,13 +227,27 @@ class _Console:
                 handler.removeFilter(self._filter)
 
 
-def _verbose(argv: list[str]) -> bool:
-    """Whether ``--verbose`` is on the command line (the last of ``--verbose``/``--no_verbose``)."""
+_BOOLS = ("true", "false", "yes", "no", "1", "0", "on", "off")
+
+
+def _verbose(argv: list[str]) -> tuple[bool, list[str]]:
+    """Whether ``--verbose`` is on the command line, and the command line for LightningCLI.
+
+    ``fit`` and ``predict`` have crfhead's ``--verbose``/``--no_verbose``. ``test`` and ``validate``
+    have Lightning's ``--verbose BOOL`` (print the results): there a bare ``--verbose`` is crfhead's
+    and is taken out, one with a value is Lightning's and is left.
+    """
     verbose = False
-    for arg in argv:
+    lightning_owns = bool(argv) and argv[0] in ("test", "validate")
+    out: list[str] = []
+    for i, arg in enumerate(argv):
         if arg in ("--verbose", "--no_verbose"):
             verbose = arg == "--verbose"
-    return verbose
+            bare = i + 1 >= len(argv) or argv[i + 1].lower() not in _BOOLS
+            if lightning_owns and arg == "--verbose" and bare:
+                continue
+        out.append(arg)
+    return verbose, out
 
 
 # ----------------------------------------------------------------------------- run names and folders
@@ -419,7 +436,8 @@ def main(args: list[str] | None = None) -> TaggerCLI:
         print(f"train.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
     defaults = {"default_config_files": [str(BASE_CONFIG)]} if BASE_CONFIG.is_file() else {}
-    with _Console(verbose=_verbose(argv)).session() as console:
+    verbose, argv = _verbose(argv)
+    with _Console(verbose=verbose).session() as console:
         try:
             cli = TaggerCLI(
                 TaggerModule,

@@ -237,8 +237,17 @@ def test_the_version_folder_of_a_checkpoint() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "verbose"),
-    [([], False), (["--verbose"], True), (["--verbose", "--no_verbose"], False)],
+    ("argv", "verbose", "passed"),
+    [
+        (["fit"], False, ["fit"]),
+        (["fit", "--verbose"], True, ["fit", "--verbose"]),
+        (["fit", "--verbose", "--no_verbose"], False, ["fit", "--verbose", "--no_verbose"]),
+        # test/validate have Lightning's --verbose BOOL: a bare one is ours and is taken out.
+        (["test", "--verbose", "--x=1"], True, ["test", "--x=1"]),
+        (["test", "--verbose", "false"], True, ["test", "--verbose", "false"]),
+    ],
 )
-def test_the_verbose_flag_is_read_before_parsing(argv: list[str], verbose: bool) -> None:
-    assert cli_module._verbose(["fit", *argv]) is verbose
+def test_the_verbose_flag_is_read_before_parsing(
+    argv: list[str], verbose: bool, passed: list[str]
+) -> None:
+    assert cli_module._verbose(argv) == (verbose, passed)
