@@ -337,8 +337,16 @@ class ChainHead(nn.Module):
             raise ValueError(
                 f"decode_labels needs the {type(self).__name__} to be built with labels=[...]"
             )
-        paths = self.predict(emissions, mask).tolist()
-        return [[self.labels[i] for i in row if i >= 0] for row in paths]
+        paths = self.predict(emissions, mask)
+        on = torch.ones_like(paths, dtype=torch.bool) if mask is None else mask.to(paths.device)
+        lost = ((paths < 0) & on).any(1)  # a row with no allowed path decodes to no tags at all
+        if bool(lost.any()):
+            rows = lost.nonzero()[:, 0].tolist()
+            raise ValueError(
+                f"sequence(s) {rows[:10]} have no allowed tag path: every path goes through a "
+                "forbidden (-inf) score"
+            )
+        return [[self.labels[i] for i in row if i >= 0] for row in paths.tolist()]
 
 
 class CountingHead(ChainHead):

@@ -388,3 +388,12 @@ def test_a_term_below_the_exp_floor_that_later_carries_most_of_z_is_not_lost(
     torch.testing.assert_close(
         node[0], enumerate_rows(*args)[0].node_marginals(), rtol=0, atol=1e-6
     )
+
+
+def test_decode_labels_refuses_a_row_with_no_allowed_path() -> None:
+    crf = CRF(3, labels=["O", "B-X", "I-X"], scheme="BIO")
+    em = torch.randn(2, 3, 3)
+    em[1, 1] = -INF  # no tag allowed at one position of row 1
+    with pytest.raises(ValueError, match=r"sequence\(s\) \[1\] have no allowed tag path"):
+        crf.decode_labels(em)
+    assert len(crf.decode_labels(em[:1])[0]) == 3
