@@ -13,6 +13,13 @@ head chosen on top of it, when they differ from what the config files state
 (``--model.head.class_path=crfhead.heads.MEMM`` → ``runs/finance_indicator_crf-MEMM``), so a swapped
 component never logs under the old name.
 
+**Component help.** The model takes its encoder, head and decoder as ``class_path``/``init_args``
+specs (so that a checkpoint stores them as plain data), which LightningCLI cannot type;
+``--model.encoder.help CLASS`` (``head``, ``decoder``; a name such as ``MEMM`` or a class path) prints
+the class's config arguments, without those the data fills in; ``--model.head.help`` lists the classes.
+An unknown ``init_args`` key is refused before training, naming the allowed ones
+(:mod:`crfhead.training.build`).
+
 **A quiet console.** Training prints the run folder, the progress bar with the epoch's ``val/f1``,
 the best checkpoint, the test report and its path
 (:class:`~crfhead.training.callbacks.RunConsole`); the lines a user cannot act on (Lightning's tips,
@@ -35,6 +42,7 @@ status 143 instead of Lightning's 0, without the test pass.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import re
 import shutil
@@ -250,6 +258,101 @@ def _verbose(argv: list[str]) -> tuple[bool, list[str]]:
     return verbose, out
 
 
+# ----------------------------------------------------------------------------- component help
+_DATA_OWNED = frozenset(
+    {"num_tags", "num_features", "vocab_size", "char_vocab_size", "labels", "scheme"}
+)
+"""Constructor arguments the data fills in (:mod:`crfhead.training.build`): never in a config."""
+
+_COMPONENT_PACKAGES = {
+    "encoder": "crfhead.encoders",
+    "head": "crfhead.heads",
+    "decoder": "crfhead.higher_order",
+}
+_HELP = re.compile(r"--model\.(encoder|head|decoder)\.help(?:=(.*))?")
+
+
+def _components(key: str) -> dict[str, type]:
+    """The concrete classes a package offers for ``model.<key>``, by name."""
+    import importlib
+    import inspect
+
+    from torch import nn
+
+    from crfhead.heads.base import ChainHead, CountingHead
+    from crfhead.training.group_decoder import GroupDecoder
+
+    base = {"encoder": nn.Module, "head": ChainHead, "decoder": GroupDecoder}[key]
+    package = importlib.import_module(_COMPONENT_PACKAGES[key])
+    found = {}
+    for name in getattr(package, "__all__", ()):
+        value = getattr(package, name, None)
+        if (
+            isinstance(value, type)
+            and issubclass(value, base)
+            and value not in (base, CountingHead)
+            and not inspect.isabstract(value)
+        ):
+            found[name] = value
+    return found
+
+
+def _component_help(argv: list[str]) -> str | None:
+    """``--model.encoder.help CLASS`` (also ``head``, ``decoder``): the class's config arguments.
+
+    The model takes these components as ``{"class_path": ..., "init_args": ...}`` specs, so
+    LightningCLI has no ``--model.encoder.help`` of its own; this prints what it would, leaving out
+    the arguments the data fills in. Without a class, the classes on offer.
+    """
+    for i, arg in enumerate(argv):
+        match = _HELP.fullmatch(arg)
+        if match is None:
+            continue
+        key, value = match[1], match[2]
+        if value is None and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            value = argv[i + 1]
+        offered = _components(key)
+        if not value:
+            return f"model.{key} classes ({_COMPONENT_PACKAGES[key]}): {', '.join(sorted(offered))}"
+        return _class_help(key, value, offered)
+    return None
+
+
+def _class_help(key: str, value: str, offered: dict[str, type]) -> str:
+    import importlib
+
+    from jsonargparse import ArgumentParser
+
+    cls: Any = offered.get(value)
+    if cls is None and "." in value:
+        module, _, name = value.rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError):
+            cls = None
+    if not isinstance(cls, type):
+        raise FileNotFoundError(
+            f"no model.{key} class {value!r}; on offer: {', '.join(sorted(offered))} "
+            "(or a full class path)"
+        )
+    path = f"{_COMPONENT_PACKAGES[key]}.{value}" if value in offered else value
+    parser = ArgumentParser(prog="train.py", usage=argparse.SUPPRESS, add_help=False)
+    parser.add_class_arguments(
+        cls, f"model.{key}.init_args", skip=set(_DATA_OWNED), fail_untyped=False
+    )
+    owned = sorted(p for p in _parameters(cls) if p in _DATA_OWNED)
+    text = f"--model.{key}.class_path={path}\n\n{parser.format_help().strip()}\n"
+    if owned:
+        text += f"\nset from the data (never in a config): {', '.join(owned)}\n"
+    return text
+
+
+def _parameters(cls: type) -> list[str]:
+    import inspect
+
+    return list(inspect.signature(cls).parameters)
+
+
 # ----------------------------------------------------------------------------- run names and folders
 def _class_name(spec: Any, default: dict[str, Any]) -> str:
     """The class name (last dotted part) of a ``{"class_path": ...}`` spec, or of the default."""
@@ -435,6 +538,14 @@ def main(args: list[str] | None = None) -> TaggerCLI:
     except FileNotFoundError as error:
         print(f"train.py: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None
+    try:
+        component_help = _component_help(argv)
+    except FileNotFoundError as error:
+        print(f"train.py: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if component_help is not None:
+        print(component_help)
+        raise SystemExit(0)
     defaults = {"default_config_files": [str(BASE_CONFIG)]} if BASE_CONFIG.is_file() else {}
     verbose, argv = _verbose(argv)
     with _Console(verbose=verbose).session() as console:

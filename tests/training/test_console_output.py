@@ -251,3 +251,24 @@ def test_the_verbose_flag_is_read_before_parsing(
     argv: list[str], verbose: bool, passed: list[str]
 ) -> None:
     assert cli_module._verbose(argv) == (verbose, passed)
+
+
+def test_component_help_shows_a_class_config_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model.head.help", "MEMM"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    assert out.startswith("--model.head.class_path=crfhead.heads.MEMM\n")
+    assert "--model.head.init_args.decoder" in out and "init_args.num_tags" not in out
+    assert "set from the data (never in a config): labels, num_tags, scheme" in out
+    with pytest.raises(SystemExit):
+        main(["--config", PACKAGED, "--model.encoder.help=crfhead.encoders.BiLSTMEncoder"])
+    out = capsys.readouterr().out
+    assert "--model.encoder.init_args.hidden_size" in out and "init_args.vocab_size" not in out
+    with pytest.raises(SystemExit):
+        main(["--model.head.help"])
+    assert "CRF, HMM, MEMM, StructuredPerceptron" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        main(["--model.encoder.help", "NoSuchEncoder"])
+    assert exit_.value.code == 2
+    assert "no model.encoder class 'NoSuchEncoder'; on offer: " in capsys.readouterr().err
