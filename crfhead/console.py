@@ -191,6 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the configs shipped with crfhead",
         description="List the configs shipped with crfhead (for --config).",
     )
+
+    plot = sub.add_parser(
+        "plot",
+        parents=[common],
+        help="draw a run's learning curves to a PNG",
+        description="Draw a run's learning curves (train/loss, val/loss, val/f1) from its metrics.csv.",
+    )
+    plot.add_argument("run", metavar="RUN", help="a run's version folder: runs/<name>/version_N")
+    plot.add_argument("--output", metavar="PNG", help="default: RUN/learning_curves.png")
     return parser
 
 
@@ -199,6 +208,13 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
+
+
+def _plot(ns: argparse.Namespace) -> int:
+    from crfhead.training.plot import plot_metrics
+
+    print(plot_metrics(ns.run, ns.output))
+    return 0
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -223,6 +239,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         "evaluate": _evaluate,
         "export": _export,
         "configs": _configs,
+        "plot": _plot,
     }
     if ns.command is None:
         parser.print_help(sys.stderr)

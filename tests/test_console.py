@@ -106,7 +106,7 @@ def test_python_m_crfhead_help_lists_the_subcommands() -> None:
         assert name in done.stdout
 
 
-@pytest.mark.parametrize("command", ["predict", "evaluate", "export", "configs"])
+@pytest.mark.parametrize("command", ["predict", "evaluate", "export", "configs", "plot"])
 def test_every_subcommand_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([command, "--help"]) == 0
     assert f"usage: crfhead {command}" in capsys.readouterr().out
@@ -410,3 +410,11 @@ def test_error_missing_input_and_verbose_traceback(
     assert "input file not found" in _error_line(capsys.readouterr().err)
     assert main(["--verbose", *argv]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_plot_draws_the_run_s_learning_curves(run: Run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    version = next(run.root.rglob("metrics.csv")).parent
+    out = tmp_path / "curves.png"
+    assert main(["plot", str(version), "--output", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

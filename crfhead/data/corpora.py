@@ -26,7 +26,7 @@ from pathlib import Path
 from crfhead.data.conll import read_conll
 from crfhead.data.finance import generate_documents
 from crfhead.data.msm2013 import read_msm2013, split_msm2013
-from crfhead.data.paths import data_dir
+from crfhead.data.paths import data_path
 from crfhead.data.sentence import Sentence
 from crfhead.data.tokenize import LetterTokenizer, RegexTokenizer, Tokenizer
 
@@ -165,7 +165,7 @@ class CoNLLCorpus(Corpus):
         out: Splits = {}
         sources: dict[str, str] = {}
         for split, name in self.files.items():
-            path = Path(name) if Path(name).is_absolute() else data_dir() / name
+            path = Path(name) if Path(name).is_absolute() else data_path(name)
             out[split], _ = read_conll(path, scheme=self.scheme, separator=self.separator)
             sources[split] = f"CoNLL file {path}"
             # Checked per file as read, so an empty train file is named before dev and test are

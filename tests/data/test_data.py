@@ -232,3 +232,13 @@ def test_datasets_round_trip() -> None:
     assert [(s.tags, s.doc_id, s.id) for s in back] == [(s.tags, s.doc_id, s.id) for s in sents]
     assert back[0].columns == {"pos": ["NNP", "VBZ", "JJ"]}
     assert back[3].tags is None and back[3].columns == {}
+
+
+def test_a_corpus_file_missing_under_the_data_root_says_how_to_set_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crfhead.data.corpora import CoNLLCorpus
+
+    monkeypatch.setenv("CRFHEAD_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"nope/train\.txt does not exist.*CRFHEAD_DATA"):
+        CoNLLCorpus("nope/train.txt", "nope/dev.txt", "nope/test.txt").load()

@@ -233,11 +233,29 @@ def test_the_letter_tokenizer_reproduces_the_finance_corpus_tokens() -> None:
 @pytest.mark.parametrize(
     ("rule", "text", "want"),
     [
-        ("words", "Germany's GDP rose 2.5% in 2024, said U.S. officials.",
-         ["Germany's", "GDP", "rose", "2.5%", "in", "2024", ",", "said", "U.S.", "officials", "."]),
+        (
+            "words",
+            "Germany's GDP rose 2.5% in 2024, said U.S. officials.",
+            [
+                "Germany's",
+                "GDP",
+                "rose",
+                "2.5%",
+                "in",
+                "2024",
+                ",",
+                "said",
+                "U.S.",
+                "officials",
+                ".",
+            ],
+        ),
         ("words", "state-owned (SOE) firms", ["state-owned", "(", "SOE", ")", "firms"]),
-        ("tweets", "@bob loves #NLP :) see https://x.co/a?b=1 now!",
-         ["@bob", "loves", "#NLP", ":)", "see", "https://x.co/a?b=1", "now", "!"]),
+        (
+            "tweets",
+            "@bob loves #NLP :) see https://x.co/a?b=1 now!",
+            ["@bob", "loves", "#NLP", ":)", "see", "https://x.co/a?b=1", "now", "!"],
+        ),
         ("whitespace", "a  b\tc.", ["a", "b", "c."]),
     ],
 )
