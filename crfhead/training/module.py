@@ -9,7 +9,6 @@ from an epoch-end checkpoint continues exactly (with :class:`~crfhead.data.datam
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -90,11 +89,9 @@ class TaggerModule(pl.LightningModule):
         labels = LabelVocab.from_dict(vocabs["labels"])
         self.tagger = Tagger.build(vocabs, encoder, head, constrained, decoder)
         self._counts_synced = True
-        if self.tagger.counting is not None:
-            # No loss and no optimizer: training_step counts and returns None (Lightning still
-            # advances global_step with its mock optimizer, so checkpoints are written as usual).
-            warnings.filterwarnings("ignore", message=r".*`training_step` returned `None`")
-            warnings.filterwarnings("ignore", message=r".*`configure_optimizers` returned `None`")
+        # A counting head (the HMM) has no loss and no optimizer: training_step counts and returns
+        # None (Lightning still advances global_step with its mock optimizer, so checkpoints are
+        # written as usual; train.py's quiet console hides Lightning's warnings about it).
         self.seen_words = set(vocabs.get("seen_words", ()))
         self.metrics = {
             stage: TaggingMetrics(labels.scheme, self.seen_words) for stage in ("val", "test")
