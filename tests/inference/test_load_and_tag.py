@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from train import main  # noqa: E402
 
 
-def _train(folder: Path, head: str = "crfhead.heads.CRF") -> Path:
+def _train(folder: Path, head: str = "crfhead.heads.CRF", encoder: str = "") -> Path:
     config = folder / "config.yaml"
     folder.mkdir(parents=True, exist_ok=True)
     config.write_text(
@@ -49,7 +49,7 @@ trainer:
 model:
   head:
     class_path: {head}
-  lr: 0.1
+{encoder}  lr: 0.1
 data:
   corpus:
     class_path: crfhead.data.corpora.FinanceCorpus
@@ -272,3 +272,49 @@ def test_tokenizers_round_trip_through_their_dicts_and_refuse_unknown_ones() -> 
         tokenizer_from_dict({"kind": "sentencepiece"})
     with pytest.raises(ValueError, match="unknown tokenizer rule"):
         RegexTokenizer("ptb")
+
+
+def _tiny_bert(folder: Path) -> Path:
+    """A random 2-layer BERT whose WordPiece vocabulary spells any lowercase word letter by letter."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters)]
+    folder.mkdir(parents=True)
+    (folder / "vocab.txt").write_text("\n".join(pieces) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast.from_pretrained(str(folder), local_files_only=True)
+    config = BertConfig(
+        vocab_size=len(pieces),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def test_a_saved_transformer_model_needs_neither_its_original_folder_nor_the_hub(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("transformers")
+    bert = _tiny_bert(tmp_path / "bert")
+    encoder = (
+        "  encoder:\n"
+        "    class_path: crfhead.encoders.TransformerEncoder\n"
+        f"    init_args:\n      model: {bert}\n"
+    )
+    tagger = crfhead.load(_train(tmp_path / "run", encoder=encoder))
+    want = tagger.annotate([TEXT])[0]
+    folder = tagger.save(tmp_path / "saved")
+    assert (folder / "backbone" / "config.json").is_file()
+    assert not list((folder / "backbone").glob("*.safetensors"))  # the weights are stored once
+    import shutil
+
+    shutil.rmtree(bert)  # the original folder is gone
+    moved = folder.rename(tmp_path / "moved")  # and the saved folder may move
+    got = crfhead.load(moved).annotate([TEXT])[0]
+    assert got.tags == want.tags and got.entities == want.entities
