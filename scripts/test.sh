@@ -10,5 +10,7 @@ bash scripts/setup.sh
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"
 CRFHEAD_BACKEND=portable .venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/engine/test_chain.py tests/heads/test_crf.py tests/heads/test_heads.py tests/theory/test_theory.py
-TRITON_INTERPRET=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/engine/test_backends.py -k triton
+  tests/engine/test_chain.py tests/heads/test_crf.py tests/heads/test_heads.py tests/theory/test_theory.py \
+  tests/inference
+TRITON_INTERPRET=1 .venv/bin/python -m pytest -q -p no:cacheprovider \
+  tests/engine/test_backends.py tests/engine/test_exact_scale.py -k triton
