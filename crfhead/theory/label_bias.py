@@ -1,0 +1,244 @@
+"""Label bias on trained taggers: Proposition 2 of seed ``000`` on the synthetic finance corpus.
+
+Seed ``000_7c5bc3c5795a6d4c.txt``, "Local normalization and label bias", Proposition 2 (an MEMM's past
+ignores its future): under a locally normalised chain whose factors read words up to ``t + w``, the
+marginal of ``z_t`` is a function of ``x_{1:t+w}`` alone. The seed's finance demonstration takes the
+opening "solenne power guided to percent growth in the" and completes it with words seen in training
+("first quarter", "prior year", ...): the CRF's probability that "the" opens a DATE moves with the
+continuation, the causal MEMM's (``w = 0``) is the same to every digit.
+
+Both taggers here read the *same* causal word window (:func:`~crfhead.theory.experiments.memm_offsets`
+``(0)``: two words to the left and the current word, a
+:class:`~crfhead.encoders.WordWindowEncoder`) under the corpus's BIO constraints, and are fit as the
+seed fits its simulated-world taggers (:func:`~crfhead.theory.experiments.fit_lbfgs`: float64, full
+batch, L-BFGS, ``λ = 1/n``): only the normalisation differs, global (:class:`~crfhead.heads.CRF`) or
+local (:class:`~crfhead.heads.MEMM`), so any dependence of "the" on the continuation is the CRF's
+global normalisation reaching back through the transitions.
+
+* :func:`train_finance_taggers` fits both on the first ``train_docs`` documents of a corpus run;
+* :func:`continuation_rows` tags each continuation with both and reads the focus token's marginals.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from crfhead.data.corpora import FinanceCorpus
+from crfhead.data.finance.generator import LABELS
+from crfhead.data.sentence import Sentence
+from crfhead.encoders.window import WordWindowEncoder
+from crfhead.heads.base import ChainHead
+from crfhead.heads.crf import CRF
+from crfhead.heads.memm import MEMM
+from crfhead.theory.experiments import fit_lbfgs, memm_offsets
+
+__all__ = [
+    "DEFAULT_ENDINGS",
+    "DEFAULT_PREFIX",
+    "FinanceTaggers",
+    "continuation_rows",
+    "encode",
+    "train_finance_taggers",
+]
+
+DEFAULT_PREFIX: tuple[str, ...] = tuple("solenne power guided to percent growth in the".split())
+"""The seed's opening; its last token, "the", is the one whose tag depends on what follows."""
+
+DEFAULT_ENDINGS: tuple[tuple[str, ...], ...] = (
+    ("first", "quarter"),
+    ("fiscal", "year"),
+    ("same", "quarter", "last", "year"),
+    ("thombon", "inverter"),
+    ("company",),
+)
+"""Five continuations whose words occur in training run 0's first 30 documents: three DATEs (the seed's
+"first quarter" and two of ours), a PRODUCT and "the company" (``O``). The seed's "prior year" and
+"kestrel platform" cannot be used: neither "prior" nor "kestrel" occurs in our run's 30 documents."""
+
+
+@dataclass
+class FinanceTaggers:
+    """A CRF and a causal MEMM fit on the same finance training documents with the same features.
+
+    Attributes:
+        vocab: word → id for the training words seen at least ``min_count`` times (id 0 is the
+            unknown word: the rarer training words, so that its weights are learned, and any word
+            never seen).
+        labels: the BIO labels, index = tag id.
+        crf: ``(encoder, head)`` of the CRF.
+        memm: ``(encoder, head)`` of the MEMM.
+        train: the training sentences.
+        info: JSON-able facts of the fit (sizes, offsets, ``λ``, L-BFGS iterations).
+    """
+
+    vocab: dict[str, int]
+    labels: list[str]
+    crf: tuple[WordWindowEncoder, CRF]
+    memm: tuple[WordWindowEncoder, MEMM]
+    train: list[Sentence] = field(repr=False)
+    info: dict[str, Any]
+
+
+def encode(sentences: Sequence[Sequence[str]], vocab: dict[str, int]) -> tuple[Tensor, Tensor]:
+    """Word ids ``(B, T)`` int64 (0 for unknown words and padding) and the mask ``(B, T)`` bool."""
+    if not sentences or any(len(s) == 0 for s in sentences):
+        raise ValueError("encode needs at least one sentence, none of them empty")
+    T = max(len(s) for s in sentences)
+    words = torch.zeros(len(sentences), T, dtype=torch.long)
+    mask = torch.zeros(len(sentences), T, dtype=torch.bool)
+    for b, s in enumerate(sentences):
+        words[b, : len(s)] = torch.tensor([vocab.get(w, 0) for w in s])
+        mask[b, : len(s)] = True
+    return words, mask
+
+
+def _fit(
+    head: ChainHead,
+    encoder: WordWindowEncoder,
+    words: Tensor,
+    tags: Tensor,
+    mask: Tensor,
+    l2: float,
+    tol: float,
+    max_iter: int,
+) -> int:
+    encoder.double()
+    head.double()
+    params = [p for m in (encoder, head) for p in m.parameters()]
+    for p in params:
+        with torch.no_grad():
+            p.zero_()
+
+    def objective() -> Tensor:
+        loss = head.loss(encoder.emissions(words, mask), tags, mask, reduction="mean")
+        return loss + 0.5 * l2 * sum((p.pow(2).sum() for p in params), torch.zeros(()))
+
+    iterations = fit_lbfgs(params, objective, tol, max_iter)
+    encoder.eval()
+    head.eval()
+    return iterations
+
+
+def train_finance_taggers(
+    train_docs: int = 30,
+    seed: int = 0,
+    offsets: Sequence[int] = memm_offsets(0),
+    min_count: int = 2,
+    *,
+    tol: float = 1e-6,
+    max_iter: int = 500,
+) -> FinanceTaggers:
+    """Fit the CRF and the causal MEMM on the first ``train_docs`` documents of finance run ``seed``.
+
+    Deterministic (zero start, full-batch L-BFGS, float64, one intra-op thread during the fit).
+
+    Args:
+        train_docs: training documents.
+        seed: the corpus run.
+        offsets: the word window both taggers read (default: two words to the left and the current
+            word; keep ``max(offsets) <= 0`` for the MEMM to be causal).
+        min_count: training words seen fewer times share the unknown word's id 0.
+        tol: L-BFGS gradient-norm target.
+        max_iter: L-BFGS iteration cap.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        corpus = FinanceCorpus(seed=seed, train_docs=train_docs, dev_docs=1, test_seed=seed + 1)
+        train = corpus.load()["train"]
+        counts = Counter(w for s in train for w in s.tokens)
+        kept = sorted(w for w, c in counts.items() if c >= min_count)
+        vocab = {w: i + 1 for i, w in enumerate(kept)}
+        labels = list(LABELS)
+        index = {t: i for i, t in enumerate(labels)}
+        words, mask = encode([s.tokens for s in train], vocab)
+        tags = torch.zeros_like(words)
+        for b, s in enumerate(train):
+            tags[b, : len(s.tokens)] = torch.tensor([index[t] for t in s.tags or []])
+        l2 = 1.0 / len(train)
+        V, K = len(vocab) + 1, len(labels)
+        crf_enc, crf = WordWindowEncoder(K, V, offsets), CRF(K, labels=labels, scheme="BIO")
+        memm_enc, memm = WordWindowEncoder(K, V, offsets), MEMM(K, labels=labels, scheme="BIO")
+        crf_iter = _fit(crf, crf_enc, words, tags, mask, l2, tol, max_iter)
+        memm_iter = _fit(memm, memm_enc, words, tags, mask, l2, tol, max_iter)
+    finally:
+        torch.set_num_threads(threads)
+    info: dict[str, Any] = {
+        "corpus": f"FinanceCorpus(seed={seed}, train_docs={train_docs})",
+        "train_docs": train_docs,
+        "sentences": len(train),
+        "tokens": int(mask.sum()),
+        "vocab_size": V,
+        "min_count": min_count,
+        "offsets": list(offsets),
+        "l2": l2,
+        "tol": tol,
+        "crf_iterations": crf_iter,
+        "memm_iterations": memm_iter,
+    }
+    return FinanceTaggers(vocab, labels, (crf_enc, crf), (memm_enc, memm), train, info)
+
+
+def _bigram_count(train: Sequence[Sentence], words: Sequence[str]) -> int:
+    """How often ``the`` followed by ``words`` occurs in ``train``."""
+    pattern = ["the", *words]
+    n = len(pattern)
+    return sum(s.tokens[i : i + n] == pattern for s in train for i in range(len(s.tokens) - n + 1))
+
+
+def continuation_rows(
+    taggers: FinanceTaggers,
+    prefix: Sequence[str] = DEFAULT_PREFIX,
+    endings: Sequence[Sequence[str]] = DEFAULT_ENDINGS,
+    focus_label: str = "B-DATE",
+) -> list[dict[str, Any]]:
+    """Tag ``prefix + ending`` for every ending with both taggers; the focus is the prefix's last token.
+
+    Returns:
+        One row per ending: ``ending``, ``tokens``, ``count_in_training`` (occurrences of "the" +
+        ending in training), ``unknown_tokens`` (positions read as the unknown word), and per model (``crf``, ``memm``): ``marginals`` ``(T, K)`` float64 as a
+        tensor, ``viterbi`` (label strings) and ``focus_probability`` (the float64 marginal of
+        ``focus_label`` at the focus token, unrounded).
+
+    Raises:
+        ValueError: an ending's token outside the vocabulary, or an unknown ``focus_label``.
+    """
+    if focus_label not in taggers.labels:
+        raise ValueError(f"focus_label {focus_label!r} is not one of {taggers.labels}")
+    k = taggers.labels.index(focus_label)
+    focus = len(prefix) - 1
+    rows: list[dict[str, Any]] = []
+    for ending in endings:
+        tokens = [*prefix, *ending]
+        unseen = [w for w in ending if w not in taggers.vocab]
+        if unseen:
+            raise ValueError(f"ending tokens outside the training vocabulary: {unseen}")
+        words, mask = encode([tokens], taggers.vocab)
+        row: dict[str, Any] = {
+            "ending": list(ending),
+            "tokens": tokens,
+            "count_in_training": _bigram_count(taggers.train, ending),
+            "unknown_tokens": [i for i, w in enumerate(tokens) if w not in taggers.vocab],
+        }
+        models: dict[str, tuple[WordWindowEncoder, ChainHead]] = {
+            "crf": taggers.crf,
+            "memm": taggers.memm,
+        }
+        for name, (enc, head) in models.items():
+            with torch.no_grad():
+                em = enc.emissions(words, mask)
+                gamma = head.marginals(em, mask)[0]
+                path = head.decode(em, mask)[0]
+            row[name] = {
+                "marginals": gamma,
+                "viterbi": [taggers.labels[int(t)] for t in path],
+                "focus_probability": float(gamma[focus, k]),
+            }
+        rows.append(row)
+    return rows
