@@ -17,6 +17,8 @@ The other subcommands use a trained model, a training checkpoint or a folder wri
   ``(B, T)``, as a ``torch.export`` program or ONNX: the part of a tagger that is not an ordinary
   network, so it is what a serving stack needs from crfhead.
 * ``configs`` lists the configs shipped with crfhead.
+* ``lab`` serves the interactive lab on 127.0.0.1 (:mod:`crfhead.lab`; ``--model PATH`` for the
+  "Your model" tab).
 
 Errors a user can act on (a missing file, a file that is not a model, a malformed input line) print
 one line, ``crfhead: error: ...``, and exit with status 2; ``--verbose`` shows the traceback.
@@ -200,6 +202,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("run", metavar="RUN", help="a run's version folder: runs/<name>/version_N")
     plot.add_argument("--output", metavar="PNG", help="default: RUN/learning_curves.png")
+
+    from crfhead.lab.cli import add_arguments as lab_arguments  # argparse only: nothing heavy
+
+    lab = sub.add_parser(
+        "lab",
+        formatter_class=_formatter,
+        help="serve the interactive lab on 127.0.0.1 (--model PATH: your model on a sentence)",
+        description="Serve the interactive lab on 127.0.0.1 (as python -m crfhead.lab does).",
+    )
+    lab_arguments(lab)
     return parser
 
 
@@ -215,6 +227,12 @@ def _plot(ns: argparse.Namespace) -> int:
 
     print(plot_metrics(ns.run, ns.output))
     return 0
+
+
+def _lab(ns: argparse.Namespace) -> int:
+    from crfhead.lab.cli import serve
+
+    return serve(ns)
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -240,6 +258,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         "export": _export,
         "configs": _configs,
         "plot": _plot,
+        "lab": _lab,
     }
     if ns.command is None:
         parser.print_help(sys.stderr)
