@@ -472,9 +472,9 @@
       const sm = d.summary;
       panel.append(h('div', { class: 'stats' }, [
         stat(`CRF: p(${focusLabel}) ranges`, `${fmt(sm.crf_min)} – ${fmt(sm.crf_max)}`, 'crf-range'),
-        stat('MEMM: the same under every ending?', sm.memm_identical ? 'yes, bit for bit' : `no (spread ${sm.memm_spread})`, 'memm-identical'),
+        stat(`MEMM: the same under every ending? (spread ${sm.memm_spread_exact || sm.memm_spread})`, sm.memm_identical ? 'yes, to every digit' : 'no', 'memm-identical'),
         stat(`MEMM: p(${focusLabel})`, String(sm.memm_value), 'memm-value'),
-        stat('MEMM Viterbi opens a date at “the”', (sm.memm_viterbi_opens_date || []).filter(Boolean).length + ` / ${conts.length} endings`, 'memm-opens'),
+        stat('Viterbi opens a date at “the” (CRF / MEMM)', `${sm.crf_viterbi_opens_date ? sm.crf_viterbi_opens_date.filter(Boolean).length : '–'} / ${(sm.memm_viterbi_opens_date || []).filter(Boolean).length} of ${conts.length} endings`, 'memm-opens'),
       ]));
     }
     // Token by token: each model's label and its marginal probability, for each ending.
@@ -485,7 +485,8 @@
         const cells = c.tokens.map((tok, t) => {
           const k = d.labels.indexOf(r.viterbi[t]);
           const p = k >= 0 ? r.marginals[t][k] : null;
-          return h('span', { class: `tok${t === fi ? ' focus' : ''}` }, [h('span', { class: 'w', text: tok }), h('span', { class: 'l', text: r.viterbi[t] }), h('span', { class: 'l', text: p === null ? '' : fmt(p) })]);
+          const unknown = (c.unknown_tokens || []).includes(t);
+          return h('span', { class: `tok${t === fi ? ' focus' : ''}${unknown ? ' unknown' : ''}`, title: unknown ? 'read as the unknown word (never seen in training)' : null }, [h('span', { class: 'w', text: unknown ? `${tok}*` : tok }), h('span', { class: 'l', text: r.viterbi[t] }), h('span', { class: 'l', text: p === null ? '' : fmt(p) })]);
         });
         rows.push(h('div', { class: 'sentence', dataset: { continuation: i, model: md.key } }, [
           h('div', { class: 'lab', text: `${md.label}, ending “${c.ending.join(' ')}”${c.count_in_training !== undefined ? ` (seen after “the” ${c.count_in_training}× in training)` : ''}: Viterbi label and its marginal; “${d.prefix[fi]}”: p(${focusLabel}) = ${r.focus_probability_exact || r.focus_probability}` }),
@@ -493,7 +494,7 @@
         ]));
       });
     });
-    panel.append(h('h3', { text: 'Token by token' }), h('div', { id: 'label-bias-tokens' }, rows));
+    panel.append(h('h3', { text: 'Token by token' }), h('p', { class: 'note', text: 'Each box: the word, the model\u2019s Viterbi label, and the marginal probability of that label. A word marked * was never seen in training (read as the unknown word). The focus word is framed.' }), h('div', { id: 'label-bias-tokens' }, rows));
     void K;
     return svg;
   }
@@ -556,12 +557,14 @@
     const g = d.group || {};
     panel.append(h('p', {}, [`One group of ${g.size} tweets (${g.split} split, group ${g.index}), ${d.patterns} non-local patterns of weight ${d.pattern_weight}. Tokens where the 2-slave decoder changed the chain's labels are boxed with a dashed border.`]));
     const its = d.iterations;
+    const hasBest = its.length && its[0].best_dual !== undefined;
     const series = [
-      { key: 'dual', label: 'dual bound', color: '#D55E00', dash: '7 4', shape: 'square', filled: false, points: its.map((r) => [r.iteration, r.dual]) },
+      hasBest ? { key: 'dual_now', label: 'dual at the iteration', color: '#777777', dash: '2 3', shape: 'plus', points: its.map((r) => [r.iteration, r.dual]) } : null,
+      { key: 'dual', label: 'dual bound', color: '#D55E00', dash: '7 4', shape: 'square', filled: false, points: its.map((r) => [r.iteration, hasBest ? r.best_dual : r.dual]) },
       { key: 'primal', label: 'best primal', color: '#0072B2', dash: '', shape: 'circle', points: its.map((r) => [r.iteration, r.best_primal]) },
-    ];
+    ].filter(Boolean);
     const svg = lineChart(series, {
-      width: 760, height: 340, xLabel: 'iteration', yLabel: 'score (chains + patterns)', aria: 'dual bound and best primal per iteration', right: 120,
+      width: 800, height: 340, xLabel: 'iteration', yLabel: 'score (chains + patterns)', aria: 'dual bound and best primal per iteration', right: 160,
       decorate: (sv, X, Y, m, W, H) => {
         if (d.certificate_iteration) {
           const x = X(d.certificate_iteration);
