@@ -1,0 +1,301 @@
+"""The lab page in a real browser: headless Chromium (Debian's package) driven by Playwright for Python.
+
+Skipped, with the reason, when Playwright or a ``chromium`` on the PATH is missing
+(``bash scripts/lab_deps.sh`` installs both). Playwright is pointed at the system browser, so no
+browser download is needed. Each tab's screenshot is written to ``docs/lab/<tab>.png`` (or to
+``$CRFHEAD_LAB_SCREENSHOTS``); a tab whose payload is missing is shot to a temporary folder instead,
+so a committed screenshot is never replaced by a "payload missing" one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crfhead.lab.server import STATIC, LabServer, load_model, make_server
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="Playwright is not installed (bash scripts/lab_deps.sh)"
+)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM is None:
+    pytest.skip(
+        "no chromium on the PATH (apt-get install chromium, or bash scripts/lab_deps.sh)",
+        allow_module_level=True,
+    )
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = Path(os.environ.get("CRFHEAD_LAB_SCREENSHOTS", ROOT / "docs" / "lab"))
+DATA_TABS = ["trellis", "learning_curves", "label_bias", "perceptron", "finance", "higher_order"]
+TABS = [*DATA_TABS[:5], "model", "higher_order"]
+TEXT = "Solenne Power guided to 4 percent growth in the first quarter, said CEO Mara Voss."
+
+
+def _serve(**kwargs: Any) -> Iterator[LabServer]:
+    server = make_server(0, **kwargs)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        try:
+            b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        except Exception as err:  # a chromium that cannot start here: say why, do not fail
+            pytest.skip(f"chromium at {CHROMIUM} does not start: {str(err).splitlines()[0]}")
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def server(lab_model_path: Path) -> Iterator[LabServer]:
+    yield from _serve(tagger=load_model(lab_model_path), model_path=str(lab_model_path))
+
+
+class Page:
+    """A page with its console errors and uncaught exceptions collected."""
+
+    def __init__(self, browser: Any, url: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.errors: list[str] = []
+        self.page.on(
+            "console",
+            lambda m: (
+                self.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None
+            ),
+        )
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.goto(url)
+        self.page.wait_for_selector("body[data-ready='true']", timeout=30000)
+
+    def tab(self, name: str) -> Any:
+        self.page.click(f"#tab-{name}")
+        panel = self.page.locator(f"#panel-{name}")
+        assert panel.is_visible()
+        return panel
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: LabServer) -> Iterator[Page]:
+    p = Page(browser, server.url)
+    yield p
+    p.close()
+
+
+def _payload(tab: str) -> dict[str, Any] | None:
+    path = STATIC / "data" / f"{tab}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _needs(tab: str) -> dict[str, Any]:
+    data = _payload(tab)
+    if data is None:
+        pytest.skip(f"crfhead/lab/static/data/{tab}.json is not written yet")
+    return data
+
+
+# ------------------------------------------------------------------------------------ the page
+def test_every_tab_renders_its_figure_with_no_console_error(page: Page, tmp_path: Path) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for tab in TABS:
+        panel = page.tab(tab)
+        if tab == "model":
+            page.page.fill("#model-text", TEXT)
+            page.page.click("#model-submit")
+            page.page.wait_for_selector("#model-output[data-state='done']", timeout=30000)
+            assert page.page.locator("#model-trellis").is_visible()
+            where = SHOTS
+        elif _payload(tab) is None:
+            assert panel.get_attribute("data-state") == "missing"
+            assert "payload missing" in panel.inner_text()
+            where = tmp_path
+        else:
+            assert panel.get_attribute("data-state") == "ready", panel.inner_text()[:500]
+            figure = panel.locator(".lab-figure")
+            assert figure.count() == 1 and figure.is_visible()
+            box = figure.bounding_box()
+            assert box is not None and box["width"] > 200 and box["height"] > 100
+            where = SHOTS
+        page.page.screenshot(path=str(where / f"{tab}.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_the_page_fits_a_laptop(page: Page) -> None:
+    for tab in TABS:
+        page.tab(tab)
+        width = page.page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, (tab, width)
+
+
+def test_tabs_follow_the_address_and_the_keyboard(browser: Any, server: LabServer) -> None:
+    p = Page(browser, server.url + "#perceptron")
+    try:
+        assert p.page.locator("#panel-perceptron").is_visible()
+        assert not p.page.locator("#panel-trellis").is_visible()
+        p.page.focus("#tab-perceptron")
+        p.page.keyboard.press("ArrowRight")
+        assert p.page.locator("#panel-finance").is_visible()
+        assert p.page.get_attribute("#tab-finance", "aria-selected") == "true"
+    finally:
+        p.close()
+
+
+# ------------------------------------------------------------------------------------ trellis
+def _cells(page: Page) -> dict[tuple[int, int], str]:
+    raw = page.page.eval_on_selector_all(
+        "#trellis-svg text.cell-value",
+        "els => els.map(e => [Number(e.dataset.t), Number(e.dataset.k), e.textContent])",
+    )
+    return {(t, k): text for t, k, text in raw}
+
+
+def test_the_semiring_toggle_and_the_viterbi_path_reads_exactly_1(page: Page) -> None:
+    d = _needs("trellis")
+    page.tab("trellis")
+    T, K = len(d["marginals"]), len(d["marginals"][0])
+    assert (T, K) == (24, 8)
+    summed = _cells(page)
+    assert len(summed) == T * K
+    page.page.check("input[name='semiring'][value='max']")
+    assert page.page.get_attribute("#trellis-svg", "data-semiring") == "max"
+    maxed = _cells(page)
+    assert summed != maxed
+    for t in range(T):
+        assert maxed[(t, d["viterbi"][t])] == "1", t
+        values = page.page.eval_on_selector_all(
+            f"#trellis-svg rect.cell[data-t='{t}']", "els => els.map(e => Number(e.dataset.value))"
+        )
+        assert values[d["viterbi"][t]] == 1.0
+        assert max(values) == 1.0  # no state beats the best path
+    page.page.check("input[name='semiring'][value='sum']")
+    assert _cells(page) == summed
+    for t in range(T):
+        values = page.page.eval_on_selector_all(
+            f"#trellis-svg rect.cell[data-t='{t}']", "els => els.map(e => Number(e.dataset.value))"
+        )
+        assert abs(sum(values) - 1.0) < 1e-4
+    stats = page.page.inner_text("#panel-trellis .stats")
+    assert f"{d['correct_viterbi']} / {T}" in stats
+    assert f"{d['correct_posterior']} / {T}" in stats
+    assert f"{d['expected_correct_viterbi']:.3f} / {d['expected_correct_posterior']:.3f}" in stats
+    assert page.errors == []
+
+
+def test_the_position_picker_updates_the_column(page: Page) -> None:
+    d = _needs("trellis")
+    page.tab("trellis")
+
+    def column() -> list[float]:
+        return [
+            float(v)
+            for v in page.page.eval_on_selector_all(
+                "#column-values td.value", "els => els.map(e => e.dataset.value)"
+            )
+        ]
+
+    start = int(page.page.get_attribute("#trellis-svg", "data-selected") or -1)
+    assert start == (d["disagree_at"][0] if d["disagree_at"] else 0)
+    assert column() == d["marginals"][start]
+    page.page.fill("#position", "5")
+    assert page.page.inner_text("#position-value") == "t = 5"
+    assert page.page.get_attribute("#trellis-svg", "data-selected") == "5"
+    assert column() == d["marginals"][5]
+    page.page.click("button[aria-label='next position']")
+    assert column() == d["marginals"][6]
+    page.page.check("input[name='semiring'][value='max']")
+    assert column() == d["max_marginals_relative"][6]
+    cell = page.page.locator("#trellis-svg rect.cell[data-t='11'][data-k='0']")
+    cell.dispatch_event("click")
+    assert page.page.inner_text("#position-value") == "t = 11"
+    assert column() == d["max_marginals_relative"][11]
+    viterbi_row = page.page.locator(f"#column-values tr[data-k='{d['viterbi'][11]}']")
+    assert "Viterbi" in viterbi_row.inner_text()
+    assert page.errors == []
+
+
+# ------------------------------------------------------------------------------------ your model
+def test_your_model_shows_the_entities_of_the_sentence(page: Page, server: LabServer) -> None:
+    panel = page.tab("model")
+    assert "CRF" in panel.locator("#model-info").inner_text()
+    text = "Kestrel Power guided to 9 percent growth in the second half, said CEO Mara Voss."
+    page.page.fill("#model-text", text)
+    page.page.press("#model-text", "Enter")
+    page.page.wait_for_selector("#model-output[data-state='done']", timeout=30000)
+    marks = page.page.eval_on_selector_all(
+        "#entities mark.ent",
+        "els => els.map(e => ({text: e.querySelector('.ent-text').textContent, start: Number(e.dataset.start),"
+        " end: Number(e.dataset.end), label: e.dataset.label, p: e.dataset.probability,"
+        " shown: e.innerText}))",
+    )
+    tagger = server.state.tagger
+    assert tagger is not None
+    expected = tagger.tag(text)
+    assert len(marks) == len(expected) > 0
+    for mark, ent in zip(marks, expected, strict=True):
+        assert mark["text"] == text[mark["start"] : mark["end"]] == ent.text
+        assert mark["label"] == ent.label
+        assert abs(float(mark["p"]) - ent.probability) < 1e-9
+        assert ent.label in mark["shown"] and f"p = {ent.probability:.3f}" in mark["shown"]
+    # The whole text is there, entities in place.
+    assert page.page.inner_text("#entities").count("Mara") == 1
+    rows = page.page.locator("#topk-table tbody tr")
+    assert rows.count() == 5
+    cells = page.page.locator("#model-trellis rect.cell")
+    assert cells.count() == len(tagger.labels) * len(tagger.tokenizer.tokenize(text))  # type: ignore[union-attr]
+    page.page.select_option("#model-k", "3")
+    page.page.click("#model-submit")
+    sync_api.expect(page.page.locator("#topk-table tbody tr")).to_have_count(3)
+    assert page.errors == []
+
+
+def test_no_model_says_so(browser: Any) -> None:
+    for server in _serve():
+        p = Page(browser, server.url + "#model")
+        try:
+            notice = p.page.locator("#no-model")
+            assert notice.is_visible()
+            assert "crfhead lab --model PATH" in notice.inner_text()
+            assert p.page.get_attribute("#panel-model", "data-state") == "no-model"
+            assert p.errors == []
+        finally:
+            p.close()
+
+
+# ------------------------------------------------------------------------------------ payloads
+def test_missing_and_broken_payloads_never_break_the_page(browser: Any, tmp_path: Path) -> None:
+    static = tmp_path / "static"
+    shutil.copytree(STATIC, static, ignore=shutil.ignore_patterns("data"))
+    (static / "data").mkdir()
+    (static / "data" / "perceptron.json").write_text('{"tab": "perceptron", "margins": 3}')
+    for server in _serve(static=static):
+        p = Page(browser, server.url)
+        try:
+            for tab in DATA_TABS:
+                panel = p.tab(tab)
+                text = panel.inner_text()
+                if tab == "perceptron":
+                    assert panel.get_attribute("data-state") == "error"
+                    assert "could not be drawn" in text
+                else:
+                    assert panel.get_attribute("data-state") == "missing"
+                    assert "payload missing" in text and f"data/{tab}.json" in text
+            assert p.errors == []
+        finally:
+            p.close()
