@@ -3,8 +3,7 @@
 The tabs of seed ``000_7c5bc3c5795a6d4c.txt``'s laboratory (and seed ``001``'s higher-order decoder);
 ``scripts/lab_payloads.py`` writes each payload to ``crfhead/lab/static/data/<tab>.json`` and
 ``tests/lab/test_payloads.py`` keeps the files equal to these functions. The keys of every payload
-are documented in :data:`SCHEMA_NOTE`'s file (``/tmp/ho/lab_schema.md`` during development, mirrored in
-each function's docstring):
+are documented in :data:`SCHEMA_NOTE` (and summarised in each function's docstring):
 
 * :func:`trellis_payload` -- "Decoding risk": marginals and max-marginals of one well-specified draw,
   8 states x 24 positions (Theorem 4, :func:`crfhead.theory.payload.trellis_example`);
