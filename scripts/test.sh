@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/lab_deps.sh  # chromium and playwright for the lab's browser tests (they skip, saying why, without)
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy

@@ -2,8 +2,9 @@
 
 Skipped, with the reason, when Playwright or a ``chromium`` on the PATH is missing
 (``bash scripts/lab_deps.sh`` installs both). Playwright is pointed at the system browser, so no
-browser download is needed. Each tab's screenshot is written to ``docs/lab/<tab>.png`` (or to
-``$CRFHEAD_LAB_SCREENSHOTS``); a tab whose payload is missing is shot to a temporary folder instead,
+browser download is needed. Each tab's screenshot is written to a temporary folder, or, to refresh the
+README's, to ``$CRFHEAD_LAB_SCREENSHOTS`` (``CRFHEAD_LAB_SCREENSHOTS=docs/lab pytest
+tests/lab/test_browser.py``); a tab whose payload is missing is always shot to the temporary folder,
 so a committed screenshot is never replaced by a "payload missing" one.
 """
 
@@ -32,7 +33,8 @@ if CHROMIUM is None:
     )
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("CRFHEAD_LAB_SCREENSHOTS", ROOT / "docs" / "lab"))
+SHOTS_ENV = os.environ.get("CRFHEAD_LAB_SCREENSHOTS")
+SHOTS = Path(SHOTS_ENV).resolve() if SHOTS_ENV else None  # None: the test's temporary folder
 DATA_TABS = ["trellis", "learning_curves", "label_bias", "perceptron", "finance", "higher_order"]
 TABS = [*DATA_TABS[:5], "model", "higher_order"]
 TEXT = "Solenne Power guided to 4 percent growth in the first quarter, said CEO Mara Voss."
@@ -121,7 +123,7 @@ def test_every_tab_renders_its_figure_with_no_console_error(page: Page, tmp_path
             page.page.click("#model-submit")
             page.page.wait_for_selector("#model-output[data-state='done']", timeout=30000)
             assert page.page.locator("#model-trellis").is_visible()
-            where = SHOTS
+            where = SHOTS or tmp_path
         elif _payload(tab) is None:
             assert panel.get_attribute("data-state") == "missing"
             assert "payload missing" in panel.inner_text()
@@ -132,7 +134,7 @@ def test_every_tab_renders_its_figure_with_no_console_error(page: Page, tmp_path
             assert figure.count() == 1 and figure.is_visible()
             box = figure.bounding_box()
             assert box is not None and box["width"] > 200 and box["height"] > 100
-            where = SHOTS
+            where = SHOTS or tmp_path
         page.page.screenshot(path=str(where / f"{tab}.png"), full_page=True)
     assert page.errors == []
 
