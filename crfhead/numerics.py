@@ -46,8 +46,7 @@ floor is exact to machine precision in float32 and float64.
 
 def safe_max(x: torch.Tensor, dim: int, keepdim: bool = False) -> torch.Tensor:
     """``x.amax(dim)``, with 0 where every entry is ``-inf``: a shift that never makes NaN."""
-    m = x.amax(dim=dim, keepdim=keepdim)
-    return torch.where(m == float("-inf"), torch.zeros_like(m), m)
+    return torch.nan_to_num(x.amax(dim=dim, keepdim=keepdim), neginf=0.0)
 
 
 def _floored_exp(shifted: torch.Tensor) -> torch.Tensor:
@@ -56,14 +55,17 @@ def _floored_exp(shifted: torch.Tensor) -> torch.Tensor:
 
 
 def logsumexp(x: torch.Tensor, dim: int, keepdim: bool = False) -> torch.Tensor:
-    """``log(sum(exp(x), dim))``, shifted by the max; ``-inf`` where every entry is ``-inf``.
+    """``log(sum(exp(x), dim))``, shifted by the max; exactly ``-inf`` where every entry is ``-inf``.
 
-    Its gradient is the softmax of ``x`` (0 on ``-inf`` entries, and 0 where every entry is ``-inf``).
+    Terms more than ``-EXP_FLOOR`` below the max count as ``exp(EXP_FLOOR)`` (a relative change far
+    below the float64 epsilon, and no gradient), which keeps the recursions' inner loop at three
+    elementwise operations; a row of only ``-inf`` is ``-inf`` by a mask, so no forbidden term ever
+    adds mass. The gradient is the softmax of ``x``: 0 on ``-inf`` entries, 0 for an all ``-inf`` row.
     """
-    m = safe_max(x, dim=dim, keepdim=True)
-    s = _floored_exp(x - m).sum(dim=dim, keepdim=True)
-    some = s > 0
-    out = torch.where(some, torch.where(some, s, 1.0).log() + m, float("-inf"))
+    top = x.amax(dim=dim, keepdim=True)
+    shift = torch.nan_to_num(top, neginf=0.0)
+    out = (x - shift).clamp(min=EXP_FLOOR).exp().sum(dim=dim, keepdim=True).log() + shift
+    out = out.masked_fill(top == float("-inf"), float("-inf"))
     return out if keepdim else out.squeeze(dim)
 
 
