@@ -93,8 +93,17 @@ class TextTagger:
         return self.model.labels.scheme
 
     def to(self, device: str | torch.device) -> TextTagger:
-        """Move the model to ``device``; returns ``self``."""
-        self.device = torch.device(device)
+        """Move the model to ``device``; returns ``self``.
+
+        Raises:
+            ValueError: a device this machine does not have (named).
+        """
+        dev = torch.device(device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {dev} asked for, but CUDA is not available on this machine")
+        if dev.type == "mps" and not torch.backends.mps.is_available():
+            raise ValueError(f"device {dev} asked for, but MPS is not available on this machine")
+        self.device = dev
         self.model.to(self.device)
         return self
 

@@ -318,3 +318,9 @@ def test_a_saved_transformer_model_needs_neither_its_original_folder_nor_the_hub
     moved = folder.rename(tmp_path / "moved")  # and the saved folder may move
     got = crfhead.load(moved).annotate([TEXT])[0]
     assert got.tags == want.tags and got.entities == want.entities
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_a_device_the_machine_lacks_is_one_clear_error(checkpoint: Path) -> None:
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        crfhead.load(checkpoint, device="cuda")
