@@ -16,7 +16,11 @@ local (:class:`~crfhead.heads.MEMM`), so any dependence of "the" on the continua
 global normalisation reaching back through the transitions.
 
 * :func:`train_finance_taggers` fits both on the first ``train_docs`` documents of a corpus run;
-* :func:`continuation_rows` tags each continuation with both and reads the focus token's marginals.
+* :func:`continuation_rows` tags each continuation with both and reads the focus token's marginals;
+* :func:`fit_finance_hmm` counts an HMM on the same documents and vocabulary (the seed's third point:
+  the HMM's reading of a polyseme, a company whose name is also its product line), and
+  :func:`polyseme_rows` reads one word's marginals under the HMM, the CRF and the MEMM in each of
+  several contexts.
 """
 
 from __future__ import annotations
@@ -35,15 +39,22 @@ from crfhead.data.sentence import Sentence
 from crfhead.encoders.window import WordWindowEncoder
 from crfhead.heads.base import ChainHead
 from crfhead.heads.crf import CRF
+from crfhead.heads.hmm import HMM
 from crfhead.heads.memm import MEMM
 from crfhead.theory.experiments import fit_lbfgs, memm_offsets
 
 __all__ = [
     "DEFAULT_ENDINGS",
+    "DEFAULT_POLYSEME",
+    "DEFAULT_POLYSEME_CONTEXTS",
     "DEFAULT_PREFIX",
     "FinanceTaggers",
     "continuation_rows",
     "encode",
+    "fit_finance_hmm",
+    "polyseme_contexts",
+    "polyseme_rows",
+    "tag_counts",
     "train_finance_taggers",
 ]
 
@@ -60,6 +71,31 @@ DEFAULT_ENDINGS: tuple[tuple[str, ...], ...] = (
 """Five continuations whose words occur in training run 0's first 30 documents: three DATEs (the seed's
 "first quarter" and two of ours), a PRODUCT and "the company" (``O``). The seed's "prior year" and
 "kestrel platform" cannot be used: neither "prior" nor "kestrel" occurs in our run's 30 documents."""
+
+DEFAULT_POLYSEME = "thombon"
+"""The seed's polyseme is "kestrel", a company that is also a product line; it never occurs in our run's
+30 documents. "thombon" plays its part there: ``B-ORG`` 5 times (``thombon will host a conference
+call``) and inside a PRODUCT 5 times (``the thombon inverter``), and it is the product of the
+continuation "thombon inverter"."""
+
+
+def polyseme_contexts(word: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Three invented sentences around ``word``, ``(name, tokens)``; two on the seed's opening.
+
+    ``company``: ``word`` in the company's slot ("thombon guided to percent growth in the first
+    quarter"); ``product``: in the product's ("solenne power guided to percent growth in the thombon
+    inverter"); ``company after "the"``: "the thombon board approved the plan", where "the" usually
+    opens a PRODUCT before a brand but the next word says the company's board.
+    """
+    return (
+        ("company", (word, *DEFAULT_PREFIX[2:], "first", "quarter")),
+        ("product", (*DEFAULT_PREFIX, word, "inverter")),
+        ('company after "the"', ("the", word, "board", "approved", "the", "plan")),
+    )
+
+
+DEFAULT_POLYSEME_CONTEXTS = polyseme_contexts(DEFAULT_POLYSEME)
+"""The contexts of :func:`polyseme_rows` for :data:`DEFAULT_POLYSEME`."""
 
 
 @dataclass
@@ -239,6 +275,141 @@ def continuation_rows(
                 "marginals": gamma,
                 "viterbi": [taggers.labels[int(t)] for t in path],
                 "focus_probability": float(gamma[focus, k]),
+            }
+        rows.append(row)
+    return rows
+
+
+def tag_counts(train: Sequence[Sentence], word: str) -> dict[str, int]:
+    """How often ``word`` carries each gold tag in ``train`` (tags it never carries left out)."""
+    counts = Counter(
+        t for s in train for w, t in zip(s.tokens, s.tags or [], strict=True) if w == word
+    )
+    return dict(sorted(counts.items()))
+
+
+def fit_finance_hmm(
+    taggers: FinanceTaggers,
+    seed: int = 0,
+    dev_docs: int = 20,
+    alphas: Sequence[float] = (1.0, 0.1, 0.01),
+) -> tuple[HMM, dict[str, Any]]:
+    """An HMM counted on the taggers' training sentences, reading words through the same vocabulary.
+
+    Id 0 (the training words seen fewer than ``min_count`` times, and every unseen word) is one
+    emission symbol, so the unknown word's emissions are those of the rare training words, as
+    ``configs/finance/hmm.yaml`` does with its singletons. Add-α is chosen from ``alphas`` by the
+    conditional log-loss of the next ``dev_docs`` documents of the same run (the config's validation
+    split), under the corpus's BIO constraints and with an end state.
+
+    Args:
+        taggers: from :func:`train_finance_taggers` (its sentences and vocabulary are reused).
+        seed: the corpus run ``taggers`` was fit on.
+        dev_docs: validation documents.
+        alphas: the smoothing grid.
+
+    Returns:
+        ``(hmm, info)``: the fitted head (float64, ``alpha`` set) and JSON-able facts (``alpha``,
+        ``alphas``, ``dev_docs``, ``dev_sentences``, ``dev_losses``: summed conditional log-loss per
+        α).
+
+    Raises:
+        ValueError: ``seed`` is not the run the taggers were fit on.
+    """
+    train_docs = int(taggers.info["train_docs"])
+    if taggers.info["corpus"] != f"FinanceCorpus(seed={seed}, train_docs={train_docs})":
+        raise ValueError(f"the taggers were fit on {taggers.info['corpus']}, not on run {seed}")
+    index = {t: i for i, t in enumerate(taggers.labels)}
+
+    def tagged(sentences: Sequence[Sentence]) -> tuple[Tensor, Tensor, Tensor]:
+        words, mask = encode([s.tokens for s in sentences], taggers.vocab)
+        tags = torch.zeros_like(words)
+        for b, s in enumerate(sentences):
+            tags[b, : len(s.tokens)] = torch.tensor([index[t] for t in s.tags or []])
+        return words, tags, mask
+
+    corpus = FinanceCorpus(seed=seed, train_docs=train_docs, dev_docs=dev_docs, test_seed=seed + 1)
+    dev = corpus.load()["dev"]
+    hmm = HMM(
+        len(taggers.labels),
+        len(taggers.vocab) + 1,
+        labels=taggers.labels,
+        scheme="BIO",
+        alphas=alphas,
+        unknown_singletons=False,  # the vocabulary already maps rare words to id 0
+        padding_index=None,  # id 0 is the unknown word, a symbol; padding is masked
+    )
+    hmm.fit(*tagged(taggers.train))
+    losses = hmm.held_out_losses(*tagged(dev))
+    alpha = hmm.choose(losses)
+    hmm.eval()
+    info: dict[str, Any] = {
+        "alpha": alpha,
+        "alphas": list(hmm.alphas),
+        "dev_docs": dev_docs,
+        "dev_sentences": len(dev),
+        "dev_losses": [float(x) for x in losses],
+    }
+    return hmm, info
+
+
+def polyseme_rows(
+    taggers: FinanceTaggers,
+    hmm: HMM,
+    word: str = DEFAULT_POLYSEME,
+    contexts: Sequence[tuple[str, Sequence[str]]] | None = None,
+) -> list[dict[str, Any]]:
+    """How the HMM, the CRF and the MEMM read ``word`` in each context (its first occurrence there).
+
+    ``contexts`` defaults to :func:`polyseme_contexts` of ``word``; their other words may be unknown.
+
+    Returns:
+        One row per context: ``context`` (its name), ``tokens``, ``position``, ``unknown_tokens``, and
+        per model (``hmm``, ``crf``, ``memm``): ``marginals`` ``(T, K)`` float64 tensor, ``viterbi``
+        (labels), ``reading`` (the most probable label at ``position``), ``probability`` (its
+        marginal) and ``entity_probabilities`` (entity type → marginal mass of its ``B-``/``I-`` tags
+        at ``position``, and ``O``).
+
+    Raises:
+        ValueError: ``word`` is outside the vocabulary or missing from a context.
+    """
+    if word not in taggers.vocab:
+        raise ValueError(f"{word!r} is not a training word seen {taggers.info['min_count']}+ times")
+    models: dict[str, tuple[WordWindowEncoder | None, ChainHead]] = {
+        "hmm": (None, hmm),
+        "crf": taggers.crf,
+        "memm": taggers.memm,
+    }
+    rows: list[dict[str, Any]] = []
+    for name, context in polyseme_contexts(word) if contexts is None else contexts:
+        tokens = list(context)
+        if word not in tokens:
+            raise ValueError(f"context {name!r} does not contain {word!r}: {tokens}")
+        at = tokens.index(word)
+        words, mask = encode([tokens], taggers.vocab)
+        row: dict[str, Any] = {
+            "context": name,
+            "tokens": tokens,
+            "position": at,
+            "unknown_tokens": [i for i, w in enumerate(tokens) if w not in taggers.vocab],
+        }
+        for key, (enc, head) in models.items():
+            with torch.no_grad():
+                em = hmm.emit(words) if enc is None else enc.emissions(words, mask)
+                gamma = head.marginals(em, mask)[0]
+                path = head.decode(em, mask)[0]
+            at_word = gamma[at]
+            best = int(at_word.argmax())
+            types: dict[str, float] = {}
+            for k, label in enumerate(taggers.labels):
+                kind = label.split("-", 1)[-1]
+                types[kind] = types.get(kind, 0.0) + float(at_word[k])
+            row[key] = {
+                "marginals": gamma,
+                "viterbi": [taggers.labels[int(t)] for t in path],
+                "reading": taggers.labels[best],
+                "probability": float(at_word[best]),
+                "entity_probabilities": types,
             }
         rows.append(row)
     return rows
