@@ -31,9 +31,24 @@ TAGGERS = {
 }
 
 
-def run(config: str, docs: int, root: Path) -> dict[str, float]:
-    """Train and test one config on ``docs`` training documents; the test report."""
+def run(
+    config: str,
+    docs: int,
+    root: Path,
+    test_docs: int | None = None,
+    max_epochs: int | None = None,
+) -> dict[str, float]:
+    """Train and test one config on ``docs`` training documents; the test report.
+
+    ``test_docs`` and ``max_epochs`` override the config's (for a quick check: the table's numbers use
+    the configs as shipped).
+    """
     out = root / f"{config}_{docs}"
+    extra = []
+    if test_docs is not None:
+        extra.append(f"--data.corpus.init_args.test_docs={test_docs}")
+    if max_epochs is not None:
+        extra.append(f"--trainer.max_epochs={max_epochs}")
     cli = main(
         [
             "--config",
@@ -42,6 +57,7 @@ def run(config: str, docs: int, root: Path) -> dict[str, float]:
             f"--trainer.default_root_dir={out}",
             f"--trainer.logger.init_args.save_dir={out}",
             "--trainer.enable_progress_bar=false",
+            *extra,
         ]
     )
     return dict(cli.model.test_report)
@@ -52,18 +68,19 @@ def main_table() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, nargs="+", default=[3, 10, 30])
     parser.add_argument("--out", type=Path, default=None, help="write the reports as JSON here")
+    parser.add_argument("--test-docs", type=int, default=None, help="test documents (default 200)")
+    parser.add_argument("--max-epochs", type=int, default=None, help="default: each config's")
     args = parser.parse_args()
     reports: dict[str, dict[int, dict[str, float]]] = {name: {} for name in TAGGERS}
     seconds: dict[str, dict[int, float]] = {name: {} for name in TAGGERS}
     out_file = args.out.resolve() if args.out is not None else None
     with tempfile.TemporaryDirectory() as tmp:
-        # Run from the scratch folder: the configs' relative paths (runs/..., the exception checkpoint
-        # Lightning resumes from) must not pick up files of other runs.
+        # Run from the scratch folder: the configs' relative paths (runs/...) stay inside it.
         os.chdir(tmp)
         for docs in args.docs:
             for name, config in TAGGERS.items():
                 start = time.perf_counter()
-                reports[name][docs] = run(config, docs, Path(tmp))
+                reports[name][docs] = run(config, docs, Path(tmp), args.test_docs, args.max_epochs)
                 seconds[name][docs] = time.perf_counter() - start
     print(f"\n`python scripts/finance_table.py --docs {' '.join(map(str, args.docs))}`\n")
     print("accuracy / span F1 (unseen-word accuracy) on 200 test documents; train seconds\n")

@@ -193,10 +193,10 @@ def test_worlds_tables_quick(tmp_path: Path) -> None:
     assert len(result["memm_ceilings"]) == 4  # two worlds x two lookaheads
 
 
-@pytest.mark.slow  # four shipped configs trained in full on one document, tested on 200: ~1 min
 def test_finance_table_one_document(tmp_path: Path) -> None:
     out = tmp_path / "finance.json"
-    printed = run("finance_table.py", "--docs", "1", "--out", str(out), cwd=tmp_path, timeout=600)
+    args = ("--docs", "1", "--test-docs", "2", "--max-epochs", "1", "--out", str(out))
+    printed = run("finance_table.py", *args, cwd=tmp_path, timeout=600)
     assert "| 1 |" in printed
     result = json.loads(out.read_text())
     assert set(result["reports"]) == {"HMM", "causal MEMM", "CRF", "perceptron"}
