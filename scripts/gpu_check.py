@@ -1,0 +1,260 @@
+"""The first-device check: the Triton kernels on CUDA against the portable engine, then timings.
+
+Run on a machine with a GPU, in one short command (``bash scripts/gpu_check.sh`` sets up and runs this,
+then ``bench_chain.py --device cuda``)::
+
+    python scripts/gpu_check.py [--device cuda] [--quick]
+
+1. **Agreement** (exit status 1 on any mismatch, each printed): on random chains with holes, empty
+   rows, forbidden (``-inf``) starts / transitions / ends / emissions, rows with no valid path, shared
+   and per-edge transitions, float32 and float64, scores ×1e-3 … ×1e4: ``log Z``, node marginals,
+   Viterbi scores and paths, and the loss with its gradients, Triton against portable on the same
+   device.
+2. **Timing**: the loss (forward + backward) at (64, 128, 17), crfhead (triton) against pytorch-crf
+   when installed, median of 20 calls after warm-up, CUDA-synchronised.
+3. **bf16**: one training step of a transformer-CRF (a tiny random BERT, so no download) under
+   ``torch.autocast(bfloat16)``: finite loss, finite gradients, the chain in float32.
+
+On a CPU without CUDA, ``--device cpu`` with ``TRITON_INTERPRET=1`` runs the same agreement checks
+through Triton's interpreter (slow: use ``--quick``), which is how this script is itself tested.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from crfhead import make_potentials
+from crfhead.engine import log_partition, marginals, nll, viterbi
+from crfhead.engine.backends import available
+
+INF = math.inf
+
+
+def _chain(
+    seed: int,
+    B: int,
+    T: int,
+    K: int,
+    per_position: bool,
+    scale: float,
+    dtype: torch.dtype,
+    device: str,
+) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    em = torch.randn(B, T, K, generator=g, dtype=torch.float64) * scale
+    shape = (B, max(T - 1, 0), K, K) if per_position else (K, K)
+    tr = torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+    start, end = (
+        torch.randn(K, generator=g, dtype=torch.float64),
+        torch.randn(K, generator=g, dtype=torch.float64),
+    )
+    for x, p in ((em, 0.1), (tr, 0.25), (start, 0.2), (end, 0.2)):
+        x[torch.rand(x.shape, generator=g) < p] = -INF
+    start[0] = end[0] = 0.0  # keep most rows possible; some still have no valid path
+    mask = torch.rand(B, T, generator=g) < 0.85
+    if B > 1:
+        mask[1] = False  # an empty row
+    if B > 2 and T > 1:
+        em[2, T // 2] = -INF  # a row with no valid path
+    return (*(x.to(device, dtype) for x in (em, tr, start, end)), mask.to(device))
+
+
+def _close(name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: float) -> list[str]:
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    if got.shape != want.shape:
+        return [f"{name}: shape {tuple(got.shape)} != {tuple(want.shape)}"]
+    both_inf = torch.isinf(got) & torch.isinf(want) & (torch.sign(got) == torch.sign(want))
+    if bool((torch.isnan(got) | torch.isnan(want)).any()):
+        return [f"{name}: NaN"]
+    diff = torch.where(both_inf, 0.0, (got - want).abs())
+    tol = atol + rtol * torch.where(both_inf, 0.0, want.abs())
+    bad = diff > tol
+    if bool(bad.any()):
+        i = tuple(int(v) for v in bad.nonzero()[0])
+        return [
+            f"{name}: max error {float(diff.max()):.3g} (first at {i}: {float(got[i])} vs {float(want[i])})"
+        ]
+    return []
+
+
+def agreement(device: str, quick: bool) -> list[str]:
+    """Every mismatch between the triton and portable backends, as lines."""
+    problems: list[str] = []
+    sizes = [(4, 7, 5), (3, 1, 3)] if quick else [(8, 33, 9), (5, 1, 4), (6, 64, 17), (3, 0, 5)]
+    scales = [1e-3, 1.0, 1e4] if quick else [1e-3, 1.0, 1e2, 1e4]
+    seed = 0
+    for B, T, K in sizes:
+        for per_position in (False, True):
+            for dtype in (torch.float32, torch.float64):
+                for scale in scales:
+                    seed += 1
+                    args = _chain(seed, B, T, K, per_position, scale, dtype, device)
+                    leaves = [x.clone().requires_grad_(True) for x in args[:4]]
+                    tag = f"B={B} T={T} K={K} per_position={per_position} {dtype} x{scale:g}"
+                    tol = (1e-9, 1e-9) if dtype == torch.float64 else (1e-4, 1e-5)
+                    out = {}
+                    for backend in ("triton", "portable"):
+                        pot = make_potentials(*args)
+                        out[backend] = (
+                            log_partition(pot, backend=backend),
+                            marginals(pot, backend=backend),
+                            *viterbi(pot, backend=backend),
+                        )
+                    for name, a, b in zip(
+                        ("log Z", "marginals", "viterbi score"),
+                        out["triton"],
+                        out["portable"],
+                        strict=False,
+                    ):
+                        problems += [f"{tag}: {p}" for p in _close(name, a, b, *tol)]
+                    if not torch.equal(out["triton"][3].cpu(), out["portable"][3].cpu()):
+                        problems.append(f"{tag}: Viterbi paths differ")
+                    tags = out["portable"][3].clamp(min=0)
+                    grads = {}
+                    for backend in ("triton", "portable"):
+                        pot = make_potentials(*leaves, args[4])
+                        loss, _ = nll(pot, tags, backend=backend)
+                        finite = torch.where(torch.isfinite(loss), loss, 0.0).sum()
+                        grads[backend] = torch.autograd.grad(finite, leaves, allow_unused=True)
+                    for i, (a, b) in enumerate(
+                        zip(grads["triton"], grads["portable"], strict=True)
+                    ):
+                        if a is not None and b is not None:
+                            problems += [f"{tag}: {p}" for p in _close(f"grad {i}", a, b, *tol)]
+    return problems
+
+
+def _median_ms(fn: Callable[[], object], device: str, repeats: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return 1e3 * times[len(times) // 2]
+
+
+def timing(device: str) -> None:
+    """The loss at (64, 128, 17): crfhead's triton backend against pytorch-crf."""
+    B, T, K = 64, 128, 17
+    g = torch.Generator().manual_seed(0)
+    em = torch.randn(B, T, K, generator=g).to(device).requires_grad_(True)
+    tags = torch.randint(0, K, (B, T), generator=g).to(device)
+    from crfhead import CRF
+
+    crf = CRF(K).to(device)
+
+    def ours() -> None:
+        crf.nll(em, tags).backward()
+
+    print(f"crfhead loss (64, 128, 17) on {device}: {_median_ms(ours, device):.3f} ms")
+    try:
+        import torchcrf
+    except ImportError:
+        print("pytorch-crf not installed: no comparison")
+        return
+    theirs_crf = torchcrf.CRF(K, batch_first=True).to(device)
+
+    def theirs() -> None:
+        (-theirs_crf(em, tags, reduction="mean")).backward()
+
+    t_ours, t_theirs = _median_ms(ours, device), _median_ms(theirs, device)
+    print(f"pytorch-crf: {t_theirs:.3f} ms; ratio {t_theirs / t_ours:.1f}x (goal >= 20x)")
+
+
+def bf16_step(device: str) -> None:
+    """One transformer-CRF training step under bf16 autocast on a tiny random BERT."""
+    import tempfile
+    from pathlib import Path
+
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from crfhead import CRF
+    from crfhead.data.batching import Collator
+    from crfhead.data.sentence import LabelVocab, Sentence
+    from crfhead.encoders import TransformerEncoder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        pieces = [
+            "[PAD]",
+            "[UNK]",
+            "[CLS]",
+            "[SEP]",
+            "[MASK]",
+            *letters,
+            *(f"##{c}" for c in letters),
+        ]
+        (Path(tmp) / "vocab.txt").write_text("\n".join(pieces) + "\n", encoding="utf-8")
+        tok = BertTokenizerFast.from_pretrained(tmp, local_files_only=True)
+        cfg = BertConfig(
+            vocab_size=len(pieces),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=37,
+        )
+        BertModel(cfg).save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        labels = LabelVocab.from_types(["ORG"], "BIO")
+        enc = TransformerEncoder(len(labels), model=tmp).to(device)
+        crf = CRF(len(labels), labels=labels.labels, scheme="BIO").to(device)
+        sents = [
+            Sentence(["solenne", "power", "rose"], ["B-ORG", "I-ORG", "O"]),
+            Sentence(["it", "fell"], ["O", "O"]),
+        ]
+        batch = Collator(labels=labels)(sents).to(device)
+        opt = torch.optim.AdamW([*enc.parameters(), *crf.parameters()], lr=1e-3)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            em = enc(batch)
+            loss = crf.nll(em, batch.tags, batch.mask)
+        loss.backward()
+        grads_ok = all(
+            p.grad is None or bool(torch.isfinite(p.grad).all()) for p in crf.parameters()
+        )
+        opt.step()
+        print(
+            f"bf16 transformer-CRF step: emissions {em.dtype}, loss {float(loss.detach()):.4f} ({loss.dtype}), finite grads {grads_ok}"
+        )
+        if not (math.isfinite(float(loss.detach())) and grads_ok):
+            raise SystemExit("bf16 step: non-finite loss or gradients")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--quick", action="store_true", help="fewer, smaller agreement cases")
+    args = parser.parse_args()
+    ok, why = available("triton")
+    if not ok:
+        raise SystemExit(f"the triton backend is unavailable here: {why}")
+    print(
+        f"device {args.device}"
+        + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
+    )
+    problems = agreement(args.device, args.quick)
+    print(
+        f"agreement, triton vs portable: {'OK' if not problems else f'{len(problems)} mismatches'}"
+    )
+    for p in problems[:50]:
+        print("  " + p, file=sys.stderr)
+    if args.device == "cuda":
+        timing(args.device)
+        bf16_step(args.device)
+    raise SystemExit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
