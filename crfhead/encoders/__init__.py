@@ -22,6 +22,10 @@ The encoders:
   indicator CRF of Theorem 3 (``offsets=(0,)``) and the MEMM's lookahead (``needs = {"words"}``).
 * :class:`TransformerEncoder` -- a local HuggingFace model over subword windows, pooled to words →
   linear (``needs = {"sentences"}``); ``transformers`` is imported when one is built.
+
+Pretrained word vectors for the BiLSTM's embedding (:mod:`crfhead.encoders.vectors`, its
+``word_vectors``): :class:`TextVectors` (GloVe / word2vec text files) and :class:`DistilledVectors`
+(static vectors distilled from a local transformer, cached on disk).
 """
 
 from typing import Any, Protocol
@@ -29,18 +33,29 @@ from typing import Any, Protocol
 from torch import Tensor
 
 from crfhead.data.batching import Batch
-from crfhead.encoders.bilstm import CHAR_ENCODERS, BiLSTMEncoder, load_word_vectors
+from crfhead.encoders.bilstm import CHAR_ENCODERS, BiLSTMEncoder
 from crfhead.encoders.indicator import IndicatorEncoder
 from crfhead.encoders.transformer import TransformerEncoder, default_model_dir
+from crfhead.encoders.vectors import (
+    Coverage,
+    DistilledVectors,
+    TextVectors,
+    WordVectors,
+    load_word_vectors,
+)
 from crfhead.encoders.window import WordWindowEncoder
 
 __all__ = [
     "BATCH_FIELDS",
     "CHAR_ENCODERS",
     "BiLSTMEncoder",
+    "Coverage",
+    "DistilledVectors",
     "EmissionEncoder",
     "IndicatorEncoder",
+    "TextVectors",
     "TransformerEncoder",
+    "WordVectors",
     "WordWindowEncoder",
     "default_model_dir",
     "load_word_vectors",

@@ -8,10 +8,15 @@ length so padding never reaches the backward direction; dropout and a linear lay
 Padding never changes the scores of real tokens: characters and words are encoded only where they
 exist, the character CNN masks padded characters before pooling, and both LSTMs run on packed
 sequences.
+
+Pretrained word vectors (:mod:`crfhead.encoders.vectors`: a GloVe or word2vec text file, or vectors
+distilled from a local transformer) initialise the word embedding when a source is given
+(``word_vectors``, with the model's ``word_vocab``, which ``train.py`` fills in from the data).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -22,8 +27,11 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from crfhead.data.batching import Batch
 from crfhead.data.vocab import Vocab
+from crfhead.encoders.vectors import Coverage, WordVectors, embedding_matrix
 
-__all__ = ["CHAR_ENCODERS", "BiLSTMEncoder", "load_word_vectors"]
+__all__ = ["CHAR_ENCODERS", "BiLSTMEncoder"]
+
+_LOG = logging.getLogger("crfhead")
 
 CHAR_ENCODERS = ("cnn", "lstm")
 """Character encoders: a max-pooled CNN or the final states of a BiLSTM."""
@@ -126,17 +134,29 @@ class BiLSTMEncoder(nn.Module):
         dropout: dropout on the word representations (and character embeddings) and on the BiLSTM
             output.
         pretrained: optional path to a ``(vocab_size, word_dim)`` float tensor saved with
-            ``torch.save`` (see :func:`load_word_vectors`), copied into the word embeddings (row 0 is
-            zeroed).
+            ``torch.save`` (see :func:`~crfhead.encoders.vectors.load_word_vectors`), copied into the
+            word embeddings (row 0 is zeroed).
         freeze_embeddings: keep the word embeddings fixed during training.
+        word_vectors: a source of pretrained vectors for the vocabulary's words
+            (:class:`~crfhead.encoders.TextVectors` for a GloVe or word2vec text file,
+            :class:`~crfhead.encoders.DistilledVectors` for a local transformer; or its
+            ``class_path``/``init_args`` spec), copied into their embedding rows; the other rows
+            are random at the vectors' scale (:func:`~crfhead.encoders.vectors.embedding_matrix`).
+            Its width must be ``word_dim`` (distilled vectors are reduced to it by PCA). Needs
+            ``word_vocab``; not with ``pretrained``.
+        word_vocab: the word vocabulary (``len(word_vocab) == vocab_size``), set from the data by
+            ``train.py``; read only to look up ``word_vectors``.
 
     Attributes:
         needs: ``{"words"}``, plus ``"chars"`` when a character encoder is used.
+        coverage: how many vocabulary words ``word_vectors`` gave a vector (also logged at INFO on
+            the ``crfhead`` logger); ``None`` without ``word_vectors``.
 
     Raises:
         ValueError: on non-positive sizes, an unknown ``char_encoder``, an even ``char_kernel``, an odd
-            ``char_out`` for ``"lstm"``, a dropout outside ``[0, 1)`` or a pretrained tensor of the
-            wrong shape.
+            ``char_out`` for ``"lstm"``, a dropout outside ``[0, 1)``, a pretrained tensor of the
+            wrong shape, ``word_vectors`` without a ``word_vocab`` of ``vocab_size`` words, with
+            ``pretrained``, or of another width than ``word_dim``.
         FileNotFoundError: if ``pretrained`` does not exist.
     """
 
@@ -157,6 +177,8 @@ class BiLSTMEncoder(nn.Module):
         dropout: float = 0.5,
         pretrained: str | None = None,
         freeze_embeddings: bool = False,
+        word_vectors: WordVectors | dict[str, Any] | None = None,
+        word_vocab: Vocab | None = None,
     ) -> None:
         super().__init__()
         sizes = {
@@ -197,6 +219,10 @@ class BiLSTMEncoder(nn.Module):
                 )
             with torch.no_grad():
                 self.embed.weight.copy_(vectors)
+        self.coverage: Coverage | None = None
+        if word_vectors is not None:
+            source = WordVectors.from_spec(word_vectors)
+            self.coverage = self._load_vectors(source, word_vocab, pretrained, word_dim)
         with torch.no_grad():
             self.embed.weight[0].zero_()
         self.embed.weight.requires_grad_(not freeze_embeddings)
@@ -224,8 +250,41 @@ class BiLSTMEncoder(nn.Module):
         )
         self.out = nn.Linear(2 * hidden_size, num_tags)
 
+    def _load_vectors(
+        self,
+        source: WordVectors,
+        word_vocab: Vocab | None,
+        pretrained: str | None,
+        word_dim: int,
+    ) -> Coverage:
+        """Copy ``source``'s vectors of the vocabulary's words into the embedding."""
+        if pretrained is not None:
+            raise ValueError("give pretrained (a saved table) or word_vectors (a source), not both")
+        if word_vocab is None or len(word_vocab) != self.vocab_size:
+            got = None if word_vocab is None else len(word_vocab)
+            raise ValueError(
+                f"word_vectors need the word vocabulary of vocab_size={self.vocab_size} words "
+                f"(word_vocab, filled in by train.py), got {got}"
+            )
+        lookup = source.lookup(word_vocab.itos[2:], word_dim)
+        if lookup.dim != word_dim:
+            raise ValueError(
+                f"{source!r} gave {lookup.dim}-dimensional vectors, word_dim={word_dim}"
+            )
+        with torch.no_grad():
+            self.embed.weight.copy_(embedding_matrix(lookup))
+        _LOG.info("%s", lookup.coverage)
+        if lookup.coverage.words and not lookup.coverage.found:
+            _LOG.warning("%s: no vocabulary word has a vector", lookup.coverage.source)
+        return lookup.coverage
+
     def extra_repr(self) -> str:  # noqa: D102
-        return f"num_tags={self.num_tags}, needs={sorted(self.needs)}"
+        vectors = (
+            ""
+            if self.coverage is None
+            else f", vectors={self.coverage.found}/{self.coverage.words}"
+        )
+        return f"num_tags={self.num_tags}, needs={sorted(self.needs)}{vectors}"
 
     def parameter_groups(self) -> list[dict[str, Any]]:
         """Optimizer parameter groups: one, ``{"name": "head", "params": [...]}`` (trainable only)."""
@@ -312,55 +371,3 @@ def _load_tensor(path: str) -> Tensor:
     if not isinstance(value, Tensor) or value.dim() != 2 or not value.is_floating_point():
         raise ValueError(f"{str(file)!r} must hold a 2-D float tensor (vocab_size, word_dim)")
     return value.float()
-
-
-def load_word_vectors(path: str | Path, vocab: Vocab) -> tuple[Tensor, int]:
-    """Word vectors in text format (GloVe, or word2vec with its header line) aligned to ``vocab``.
-
-    Save the result with ``torch.save(vectors, file)`` and pass ``pretrained=file`` to
-    :class:`BiLSTMEncoder`. Words missing from the file keep a random row
-    (``U(-sqrt(3/D), sqrt(3/D))``); row 0 (padding) is zero. With ``vocab.lower`` the file's words are
-    lowercased and the first occurrence wins.
-
-    Args:
-        path: the text file: one word and ``D`` numbers per line.
-        vocab: the word vocabulary of the :class:`~crfhead.data.Collator`.
-
-    Returns:
-        ``(vectors, found)``: ``(len(vocab), D)`` float32 and how many vocabulary words were found.
-
-    Raises:
-        FileNotFoundError: if ``path`` does not exist.
-        ValueError: if the file holds no vectors or lines of different sizes.
-    """
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise FileNotFoundError(f"word vectors {str(file)!r} not found")
-    rows: dict[int, list[float]] = {}
-    dim: int | None = None
-    with file.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            parts = line.rstrip().split(" ")
-            if number == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
-                continue  # word2vec header: "<count> <dim>"
-            if len(parts) < 2:
-                continue
-            if dim is None:
-                dim = len(parts) - 1
-            elif len(parts) - 1 != dim:
-                raise ValueError(
-                    f"{str(file)!r} line {number} has {len(parts) - 1} numbers, expected {dim}"
-                )
-            word = parts[0].lower() if vocab.lower else parts[0]
-            index = vocab.stoi.get(word)
-            if index is not None and index >= 2 and index not in rows:
-                rows[index] = [float(v) for v in parts[1:]]
-    if dim is None:
-        raise ValueError(f"{str(file)!r} holds no word vectors")
-    bound = math.sqrt(3.0 / dim)
-    vectors = torch.empty(len(vocab), dim).uniform_(-bound, bound)
-    vectors[0] = 0.0
-    if rows:
-        found = torch.tensor(sorted(rows), dtype=torch.long)
-        vectors[found] = torch.tensor([rows[i] for i in sorted(rows)], dtype=torch.float32)
-    return vectors, len(rows)

@@ -4,9 +4,10 @@ Encoders, heads and group decoders (:mod:`crfhead.training.group_decoder`).
 
 A config names an encoder or a head by class path; :func:`build_encoder` and :func:`build_head` import
 it, check every ``init_args`` key against the constructor's signature and fill in what the data owns
-(:func:`data_sizes`: ``num_tags``, ``num_features``, ``vocab_size``, ``char_vocab_size``; ``labels``
-and ``scheme`` for a head). An unknown class or key, or a data-owned key set in the config, raises
-``ValueError`` naming it, before any training.
+(:func:`data_sizes`: ``num_tags``, ``num_features``, ``vocab_size``, ``char_vocab_size``; for an
+encoder also ``word_vocab``, the word :class:`~crfhead.data.vocab.Vocab` that pretrained word vectors
+are looked up for; ``labels`` and ``scheme`` for a head). An unknown class or key, or a data-owned key
+set in the config, raises ``ValueError`` naming it, before any training.
 """
 
 from __future__ import annotations
@@ -86,7 +87,11 @@ def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
     Raises:
         ValueError: unknown class, unknown or data-owned ``init_args`` keys (named).
     """
-    module: nn.Module = _build(spec, data_sizes(vocabs), "encoder", nn.Module)
+    provided: dict[str, Any] = {
+        **data_sizes(vocabs),
+        "word_vocab": Vocab.from_dict(vocabs["words"]),
+    }
+    module: nn.Module = _build(spec, provided, "encoder", nn.Module)
     return module
 
 
