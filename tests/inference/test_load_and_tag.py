@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import letter_bert, train_tiny_finance
 
 import crfhead
 from crfhead.data.finance.generator import generate_finance_documents
@@ -19,49 +20,7 @@ from crfhead.evaluation.spans import span_probabilities
 from crfhead.inference import Entity, TextTagger
 from crfhead.schemes import Span
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from train import main  # noqa: E402
-
-
-def _train(folder: Path, head: str = "crfhead.heads.CRF", encoder: str = "") -> Path:
-    config = folder / "config.yaml"
-    folder.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        f"""
-seed_everything: 0
-trainer:
-  max_epochs: 3
-  default_root_dir: {folder}
-  accelerator: cpu
-  enable_progress_bar: false
-  enable_model_summary: false
-  logger:
-    class_path: pytorch_lightning.loggers.CSVLogger
-    init_args:
-      save_dir: {folder}/runs
-      name: tiny
-  callbacks:
-    - class_path: pytorch_lightning.callbacks.ModelCheckpoint
-      init_args:
-        dirpath: {folder}/ckpt
-        save_last: true
-model:
-  head:
-    class_path: {head}
-{encoder}  lr: 0.1
-data:
-  corpus:
-    class_path: crfhead.data.corpora.FinanceCorpus
-    init_args:
-      train_docs: 8
-      dev_docs: 2
-      test_docs: 2
-  batch_size: 8
-"""
-    )
-    main(["--config", str(config)])
-    return folder / "ckpt" / "last.ckpt"
+_train = train_tiny_finance
 
 
 @pytest.fixture(scope="module")
@@ -274,27 +233,7 @@ def test_tokenizers_round_trip_through_their_dicts_and_refuse_unknown_ones() -> 
         RegexTokenizer("ptb")
 
 
-def _tiny_bert(folder: Path) -> Path:
-    """A random 2-layer BERT whose WordPiece vocabulary spells any lowercase word letter by letter."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters)]
-    folder.mkdir(parents=True)
-    (folder / "vocab.txt").write_text("\n".join(pieces) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast.from_pretrained(str(folder), local_files_only=True)
-    config = BertConfig(
-        vocab_size=len(pieces),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=37,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
-    return folder
+_tiny_bert = letter_bert
 
 
 def test_a_saved_transformer_model_needs_neither_its_original_folder_nor_the_hub(
