@@ -220,6 +220,11 @@ def save_folder(
     if dest.is_dir() and any(dest.iterdir()) and not overwrite:
         raise FileExistsError(f"{dest} exists and is not empty: pass overwrite=True to replace it")
     specs = {k: config.get(k) for k in _SPEC_KEYS}
+    encoder_spec = dict(specs.get("encoder") or {})
+    encoder_args = dict(encoder_spec.get("init_args") or {})
+    if encoder_args.pop("word_vectors", None) is not None:
+        # The embedding rows are in the weights: loading must not need the vectors' file again.
+        specs["encoder"] = {**encoder_spec, "init_args": encoder_args}
     full = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -236,7 +241,7 @@ def save_folder(
         save_architecture = getattr(model.encoder, "save_architecture", None)
         if callable(save_architecture):  # a transformer: its config and tokenizer travel along
             save_architecture(tmp / BACKBONE)
-            encoder: dict[str, Any] = dict(config.get("encoder") or {})
+            encoder: dict[str, Any] = dict(specs.get("encoder") or {})
             encoder["init_args"] = {**dict(encoder.get("init_args") or {}), "model": BACKBONE}
             full["encoder"] = encoder
         (tmp / CONFIG).write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")

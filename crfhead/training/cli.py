@@ -260,7 +260,7 @@ def _verbose(argv: list[str]) -> tuple[bool, list[str]]:
 
 # ----------------------------------------------------------------------------- component help
 _DATA_OWNED = frozenset(
-    {"num_tags", "num_features", "vocab_size", "char_vocab_size", "labels", "scheme"}
+    {"num_tags", "num_features", "vocab_size", "char_vocab_size", "word_vocab", "labels", "scheme"}
 )
 """Constructor arguments the data fills in (:mod:`crfhead.training.build`): never in a config."""
 

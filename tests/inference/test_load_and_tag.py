@@ -263,3 +263,25 @@ def test_a_saved_transformer_model_needs_neither_its_original_folder_nor_the_hub
 def test_a_device_the_machine_lacks_is_one_clear_error(checkpoint: Path) -> None:
     with pytest.raises(ValueError, match="CUDA is not available"):
         crfhead.load(checkpoint, device="cuda")
+
+
+def test_a_saved_model_with_word_vectors_loads_after_the_vectors_file_is_gone(
+    tmp_path: Path,
+) -> None:
+    vectors = tmp_path / "vectors.txt"
+    words = ["the", "company", "said", "quarter", "growth"]
+    vectors.write_text("".join(f"{w} " + " ".join(["0.5"] * 8) + "\n" for w in words))
+    encoder = (
+        "  encoder:\n"
+        "    class_path: crfhead.encoders.BiLSTMEncoder\n"
+        "    init_args:\n"
+        "      word_dim: 8\n"
+        "      hidden_size: 8\n"
+        "      word_vectors:\n"
+        "        class_path: crfhead.encoders.TextVectors\n"
+        f"        init_args:\n          path: {vectors}\n"
+    )
+    tagger = crfhead.load(_train(tmp_path / "run", encoder=encoder))
+    folder = tagger.save(tmp_path / "saved")
+    vectors.unlink()
+    assert crfhead.load(folder).annotate([TEXT])[0].tags == tagger.annotate([TEXT])[0].tags
