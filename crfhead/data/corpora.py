@@ -25,6 +25,7 @@ from pathlib import Path
 
 from crfhead.data.conll import read_conll
 from crfhead.data.finance import generate_documents
+from crfhead.data.finance.profile import profile as resolve_profile
 from crfhead.data.msm2013 import read_msm2013, split_msm2013
 from crfhead.data.paths import data_path
 from crfhead.data.sentence import Sentence
@@ -77,6 +78,9 @@ class FinanceCorpus(Corpus):
         dev_docs: validation documents (the next ones of the same run).
         test_seed: the test run.
         test_docs: test documents.
+        profile: the generator's profile (:mod:`crfhead.data.finance.profile`): ``"default"``, or
+            ``"seed"``, calibrated to the seed's statistics (most unseen tokens are ordinary words
+            outside entities, not names).
     """
 
     def __init__(
@@ -86,20 +90,24 @@ class FinanceCorpus(Corpus):
         dev_docs: int = 20,
         test_seed: int = 1,
         test_docs: int = 200,
+        profile: str = "default",
     ) -> None:
         if seed == test_seed:
             raise ValueError(f"seed and test_seed must differ (both {seed}): test on another run")
         self.seed, self.train_docs, self.dev_docs = seed, train_docs, dev_docs
         self.test_seed, self.test_docs = test_seed, test_docs
+        self.profile = resolve_profile(profile).name  # unknown names fail here, before loading
         self.tokenizer = LetterTokenizer()
 
     def load(self) -> Splits:  # noqa: D102
-        docs = generate_documents(self.seed, self.train_docs + self.dev_docs)
+        docs = generate_documents(self.seed, self.train_docs + self.dev_docs, self.profile)
         flat = [
             [s for d in part for s in d]
             for part in (docs[: self.train_docs], docs[self.train_docs :])
         ]
-        test = [s for d in generate_documents(self.test_seed, self.test_docs) for s in d]
+        test = [
+            s for d in generate_documents(self.test_seed, self.test_docs, self.profile) for s in d
+        ]
         splits = {"train": flat[0], "dev": flat[1], "test": test}
         return require_sentences(
             splits,

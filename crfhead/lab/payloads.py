@@ -12,8 +12,8 @@ are documented in :data:`SCHEMA_NOTE` (and summarised in each function's docstri
 * :func:`label_bias_payload` -- Proposition 2 on trained finance taggers
   (:mod:`crfhead.theory.label_bias`);
 * :func:`perceptron_payload` -- Theorem 5's mistake bound (:mod:`crfhead.theory.mistake_bound`);
-* :func:`finance_payload` -- the finance case study (the shipped ``configs/finance`` configs through
-  :func:`crfhead.training.cli.main`, as ``scripts/finance_table.py``);
+* :func:`finance_payload` -- the finance case study (:mod:`crfhead.theory.finance_study`: the
+  shipped ``configs/finance`` configs over corpus runs, as ``scripts/finance_table.py``);
 * :func:`higher_order_payload` -- one MSM2013 tweet group decoded by the chain and by 2-slave dual
   decomposition (seed ``001``; :func:`crfhead.higher_order.decode`).
 
@@ -24,10 +24,8 @@ Every payload carries the envelope ``tab``, ``schema``, ``title``, ``note``, ``f
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -339,91 +337,59 @@ def perceptron_payload(
 
 
 # --------------------------------------------------------------------------------------- finance
-_FINANCE_TAGGERS = (
-    ("hmm", "HMM", "hmm"),
-    ("memm", "causal MEMM", "memm"),
-    ("crf", "CRF", "indicator_crf"),
-    ("perceptron", "averaged perceptron", "perceptron"),
-)
-
-
-def _finance_cell(config: str, docs: int, root: Path, overrides: Sequence[str]) -> dict[str, Any]:
-    from crfhead.training.cli import main
-
-    out = root / f"{config}_{docs}"
-    cli = main(
-        [
-            "--config",
-            str(_ROOT / "configs" / "finance" / f"{config}.yaml"),
-            f"--data.corpus.init_args.train_docs={docs}",
-            f"--trainer.default_root_dir={out}",
-            f"--trainer.logger.init_args.save_dir={out}",
-            "--trainer.enable_progress_bar=false",
-            "--trainer.enable_model_summary=false",
-            *overrides,
-        ]
-    )
-    report = dict(cli.model.test_report)
-    return {k: float(v) for k, v in report.items() if isinstance(v, (int, float))}
-
-
 def finance_payload(
     docs: Sequence[int] = (3, 10, 30),
     taggers: Sequence[str] = ("hmm", "memm", "crf", "perceptron"),
+    runs: int = 5,
+    profile: str = "seed",
+    tune: bool = True,
     overrides: Sequence[str] = (),
+    result: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The Finance tab: each tagger's shipped config trained on ``docs`` documents, tested on 200.
-
-    Runs every cell through :func:`crfhead.training.cli.main` in a scratch folder (the configs'
-    relative paths must not pick up other runs), one intra-op thread, the configs' seed.
+    """The Finance tab: :func:`crfhead.theory.finance_study.study`, one intra-op thread.
 
     Args:
-        docs: training sizes (documents of corpus run 0).
+        docs: training sizes in documents.
         taggers: keys among ``hmm``, ``memm``, ``crf``, ``perceptron``.
+        runs: corpus runs per cell.
+        profile: the generator's profile (``"seed"``: calibrated to the seed's statistics).
+        tune: choose the MEMM's learning rate on dev.
         overrides: extra command-line overrides for every cell (e.g. ``--trainer.max_epochs=1``).
+        result: a study already computed with these arguments (``scripts/finance_table.py --lab``
+            passes its own, so the tab and the Results table are one computation).
 
-    Keys beside the envelope: ``taggers`` (``[{key, label, config}]``), ``docs``, ``test``,
-    ``cells`` (tagger key → one cell per ``docs``: ``docs``, ``accuracy``, ``f1``,
-    ``unseen_accuracy``, ``unseen_rate``, ``report``).
+    Keys beside the envelope: ``taggers`` (``[{key, label, config}]``), ``docs``, ``runs``,
+    ``profile``, ``test``, ``composition``, ``tuning``, ``orderings`` and ``cells`` (tagger key →
+    one cell per ``docs``: ``docs``, ``accuracy``, ``f1``, ``unseen_accuracy``, ``unseen_rate``
+    (means over the runs), ``sd`` (their standard deviations), ``overrides`` and ``runs`` (each
+    run's test report)).
     """
-    known = {k: (label, cfg) for k, label, cfg in _FINANCE_TAGGERS}
-    unknown = [t for t in taggers if t not in known]
-    if unknown:
-        raise ValueError(f"unknown taggers {unknown}: choose among {list(known)}")
-    cells: dict[str, list[dict[str, Any]]] = {t: [] for t in taggers}
-    here = Path.cwd()
-    with _one_thread(), tempfile.TemporaryDirectory() as tmp:
-        os.chdir(tmp)
-        try:
-            for d in docs:
-                for t in taggers:
-                    report = _finance_cell(known[t][1], d, Path(tmp), overrides)
-                    cells[t].append(
-                        {
-                            "docs": d,
-                            "accuracy": report.get("accuracy"),
-                            "f1": report.get("f1"),
-                            "unseen_accuracy": report.get("unseen_accuracy"),
-                            "unseen_rate": report.get("unseen_rate"),
-                            "report": report,
-                        }
-                    )
-        finally:
-            os.chdir(here)
+    from crfhead.theory.finance_study import orderings, study
+
+    if result is None:
+        with _one_thread():
+            result = study(docs, taggers, runs, profile, tune, overrides)
     body = {
-        "taggers": [
-            {"key": t, "label": known[t][0], "config": f"configs/finance/{known[t][1]}.yaml"}
-            for t in taggers
-        ],
-        "docs": list(docs),
-        "test": "200 documents of corpus run 1 (training: the first n documents of run 0)",
-        "cells": cells,
+        **result,
+        "test": (
+            f"200 documents of corpus run 2r + 1, r < {result['runs']} (training: the first n "
+            f"documents of run 2r; profile {result['profile']!r})"
+        ),
+        "orderings": orderings(result),
     }
     note = (
         "The seed's finance case study on our synthetic corpus: token accuracy, span F1 and "
-        "accuracy on test tokens never seen in training, per tagger and training size."
+        "accuracy on test tokens never seen in training, per tagger and training size, mean over "
+        f"{result['runs']} corpus runs."
     )
-    args = {"docs": list(docs), "taggers": list(taggers), "overrides": list(overrides)}
+    args = {
+        "docs": list(docs),
+        "taggers": list(taggers),
+        "runs": runs,
+        "profile": profile,
+        "tune": tune,
+        "overrides": list(overrides),
+    }
     return _envelope("finance", "Finance: the case study", note, args, body)
 
 

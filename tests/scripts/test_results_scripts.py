@@ -193,12 +193,26 @@ def test_worlds_tables_quick(tmp_path: Path) -> None:
     assert len(result["memm_ceilings"]) == 4  # two worlds x two lookaheads
 
 
-def test_finance_table_one_document(tmp_path: Path) -> None:
-    out = tmp_path / "finance.json"
-    args = ("--docs", "1", "--test-docs", "2", "--max-epochs", "1", "--out", str(out))
-    printed = run("finance_table.py", *args, cwd=tmp_path, timeout=600)
-    assert "| 1 |" in printed
-    result = json.loads(out.read_text())
-    assert set(result["reports"]) == {"HMM", "causal MEMM", "CRF", "perceptron"}
-    for reports in result["reports"].values():
-        assert 0.0 <= reports["1"]["accuracy"] <= 1.0
+def test_finance_table_two_runs_tuned(tmp_path: Path) -> None:
+    """Two corpus runs at one document, the MEMM tuned on dev: the tables, the JSON, the claims."""
+    args = ("--docs", "1", "--runs", "2", "--test-docs", "2", "--max-epochs", "1")
+    printed = run("finance_table.py", *args, "--out-dir", str(tmp_path), cwd=tmp_path, timeout=900)
+    assert "| 1 |" in printed and "± " in printed
+    result = json.loads((tmp_path / "finance.json").read_text())
+    assert result["profile"] == "seed" and result["runs"] == 2
+    assert set(result["cells"]) == {"hmm", "memm", "crf", "perceptron"}
+    for cells in result["cells"].values():
+        (cell,) = cells
+        assert len(cell["runs"]) == 2
+        accs = [r["accuracy"] for r in cell["runs"]]
+        assert cell["accuracy"] == pytest.approx(sum(accs) / 2)
+        assert cell["sd"]["accuracy"] == pytest.approx(abs(accs[0] - accs[1]) / 2**0.5)
+    # the two runs are different corpora: their test sets differ
+    assert len({r["tokens"] for r in result["cells"]["hmm"][0]["runs"]}) == 2
+    tuning = result["tuning"]["memm"]["1"]
+    assert set(tuning["dev_f1"]) == {"--model.lr=0.01", "--model.lr=0.05", "--model.lr=0.2"}
+    best = max(tuning["dev_f1"], key=tuning["dev_f1"].get)
+    assert tuning["chosen"] == [best] and result["cells"]["memm"][0]["overrides"] == [best]
+    assert {o["claim"] for o in result["orderings"]} and (tmp_path / "finance.md").is_file()
+    comp = result["composition"]["1"]
+    assert sum(comp["by_tag"].values()) == pytest.approx(1.0) and 0 < comp["unseen_rate"] < 1

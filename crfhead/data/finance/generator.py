@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import itertools
 import random
 import re
@@ -49,6 +50,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from crfhead.data.finance.lexicon import lexicon
+from crfhead.data.finance.profile import DEFAULT, Profile
+from crfhead.data.finance.profile import profile as resolve_profile
 from crfhead.data.finance.templates import TEMPLATES
 from crfhead.data.sentence import Sentence
 from crfhead.schemes import Span, labels_for, spans_to_tags
@@ -99,28 +102,22 @@ _MONTHS = tuple(
 )
 _QUARTER_END = {1: ("march", 31), 2: ("june", 30), 3: ("september", 30), 4: ("december", 31)}
 
-# The knobs. Names from the syllable generator are the long tail that stays unseen however much
-# training text there is; template frequencies (``_ZIPF``) and the templates filings and calls
-# share set how fast the rest of the vocabulary is covered. Together they set the unseen-token
-# rates, tuned to the seed's (see the module docstring): changing any of them changes every run.
-_P_FLAGSHIP = 0.1  # a document's company (or a rival) is one of the recurring _FLAGSHIPS
-_P_PSEUDO_BRAND = 0.95  # a company brand is a generated word, not one of the lexicon's brand_words
-_P_PSEUDO_SURNAME = 0.97  # a surname is a generated word, not one of the lexicon's last_names
-_P_GPE_ORG = 0.12  # a company is named after a place (``ohio power``-style)
-_P_SURNAME_ORG = 0.08  # a company is named after a person (``novak partners``-style)
-_P_TOWN = 0.7  # a place is a generated town, not one of the lexicon's places
+# The knobs every profile shares. Names from the syllable generator are the long tail that stays
+# unseen however much training text there is (how often a name is generated is the profile's:
+# crfhead.data.finance.profile); the templates filings and
+# calls share set how fast the rest of the vocabulary is covered. Changing any of them changes every
+# run.
 _SENTENCES = (6, 15)  # sentences per document, inclusive
 _P_VANISH = 0.03  # money / percent written so that no letter survives ("$450,120", "4%")
 _P_CO_NAME = 0.8  # a sentence names the company where it could say "the company"
-_ZIPF = 0.7  # template frequencies within a group fall as 1 / rank ** _ZIPF
 _P_QUOTE = 0.45  # a filing sentence quotes management (a call-body remark)
 _P_CALL_FILING = 0.45  # a call sentence reads like a filing (the CFO reading the numbers)
 
 
 @functools.cache
-def _template_weights(n: int) -> tuple[float, ...]:
-    """Cumulative Zipf weights of ``n`` templates: the first templates of a group are common."""
-    return tuple(itertools.accumulate(1.0 / (rank + 1) ** _ZIPF for rank in range(n)))
+def _zipf_weights(n: int, exponent: float) -> tuple[float, ...]:
+    """Cumulative Zipf weights of ``n`` ranked items: item ``r`` weighs ``1 / (r + 1) ** exponent``."""
+    return tuple(itertools.accumulate(1.0 / (rank + 1) ** exponent for rank in range(n)))
 
 
 @dataclass(frozen=True)
@@ -155,33 +152,61 @@ def _pseudo_word(rng: random.Random) -> str:
     return "".join(rng.choice(part) for part in _SYLLABLES)
 
 
-def _brand(rng: random.Random) -> str:
-    return _pseudo_word(rng) if rng.random() < _P_PSEUDO_BRAND else rng.choice(_LEX.brand_words)
+def _zipf_choice(rng: random.Random, pool: tuple[str, ...], exponent: float) -> str:
+    """An item of ``pool`` drawn by Zipf rank (``rng.choice``, uniform, at exponent 0)."""
+    if exponent == 0:
+        return rng.choice(pool)
+    weights = _zipf_weights(len(pool), exponent)
+    return pool[bisect.bisect(weights, rng.random() * weights[-1])]
 
 
-def _surname(rng: random.Random) -> str:
-    return _pseudo_word(rng) if rng.random() < _P_PSEUDO_SURNAME else rng.choice(_LEX.last_names)
+@functools.cache
+def _ranked(pool: tuple[str, ...]) -> tuple[str, ...]:
+    """``pool`` in a fixed pseudo-random order, by a hash of each entry.
+
+    The lists are alphabetical: ranking them as they stand would make every common name an ``a``.
+    """
+    return tuple(sorted(pool, key=lambda w: hashlib.sha256(w.encode()).digest()))
 
 
-def _place(rng: random.Random) -> str:
+def _name(rng: random.Random, pool: tuple[str, ...], p: Profile) -> str:
+    """A curated name of ``pool``: uniform, or by Zipf rank where the profile has ``name_zipf``."""
+    if p.name_zipf == 0:
+        return rng.choice(pool)
+    return _zipf_choice(rng, _ranked(pool), p.name_zipf)
+
+
+def _brand(rng: random.Random, p: Profile) -> str:
+    if rng.random() < p.p_pseudo_brand:
+        return _pseudo_word(rng)
+    return _name(rng, _LEX.brand_words, p)
+
+
+def _surname(rng: random.Random, p: Profile) -> str:
+    if rng.random() < p.p_pseudo_surname:
+        return _pseudo_word(rng)
+    return _name(rng, _LEX.last_names, p)
+
+
+def _place(rng: random.Random, p: Profile) -> str:
     """A place: a curated country, region or city, or a generated town (``port tandis``)."""
-    if rng.random() < _P_TOWN:
+    if rng.random() < p.p_town:
         return rng.choice(_LEX.town_forms).format(_pseudo_word(rng))
-    return rng.choice(_LEX.places)
+    return _name(rng, _LEX.places, p)
 
 
-def _new_org(rng: random.Random) -> _Org:
+def _new_org(rng: random.Random, p: Profile) -> _Org:
     """A generated company: brand + suffix (most), place + suffix, or surname + suffix."""
     suffix = rng.choice(_LEX.org_suffixes)
     products = (rng.choice(_LEX.product_nouns), rng.choice(_LEX.product_nouns))
     u = rng.random()
-    if u < _P_GPE_ORG:
-        place = _place(rng)
-        return _Org(f"{place} {suffix}", f"{place} {suffix}", _brand(rng), products)
-    if u < _P_GPE_ORG + _P_SURNAME_ORG:
-        name = f"{_surname(rng)} {suffix}"
-        return _Org(name, name, _brand(rng), products)
-    brand = _brand(rng)
+    if u < p.p_gpe_org:
+        place = _place(rng, p)
+        return _Org(f"{place} {suffix}", f"{place} {suffix}", _brand(rng, p), products)
+    if u < p.p_gpe_org + p.p_surname_org:
+        name = f"{_surname(rng, p)} {suffix}"
+        return _Org(name, name, _brand(rng, p), products)
+    brand = _brand(rng, p)
     if rng.random() < 0.12:
         return _Org(brand, brand, brand, products)  # a one-word company, like kestrel
     full = f"{brand} {suffix}"
@@ -200,13 +225,13 @@ class _Person:
         return f"{self.first} {self.last}"
 
 
-def _org_or_flagship(rng: random.Random) -> _Org:
+def _org_or_flagship(rng: random.Random, p: Profile) -> _Org:
     """A document's company or a rival: one of the recurring ``_FLAGSHIPS``, or a new company."""
-    return rng.choice(_FLAGSHIPS) if rng.random() < _P_FLAGSHIP else _new_org(rng)
+    return rng.choice(_FLAGSHIPS) if rng.random() < p.p_flagship else _new_org(rng, p)
 
 
-def _new_person(rng: random.Random) -> _Person:
-    return _Person(rng.choice(_LEX.first_names), _surname(rng))
+def _new_person(rng: random.Random, p: Profile) -> _Person:
+    return _Person(_name(rng, _LEX.first_names, p), _surname(rng, p))
 
 
 def _tenths(rng: random.Random, low: int, high: int) -> str:
@@ -267,19 +292,20 @@ def _bps(rng: random.Random) -> str:
 class _Document:
     """One document being generated: its company, people, period and the mentions so far."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, p: Profile) -> None:
         self.rng = rng
-        self.org = _org_or_flagship(rng)
-        self.hq = _place(rng)
+        self.profile = p
+        self.org = _org_or_flagship(rng, p)
+        self.hq = _place(rng, p)
         self.sector = rng.choice(_LEX.sectors)
-        self.ceo = _new_person(rng)
-        self.cfo = _new_person(rng)
+        self.ceo = _new_person(rng, p)
+        self.cfo = _new_person(rng, p)
         self.year = rng.randrange(2015, 2027)
         self.quarter = rng.randrange(1, 5)
-        self.rivals = [_org_or_flagship(rng) for _ in range(2)]
-        self.rivals = [r for r in self.rivals if r.full != self.org.full] or [_new_org(rng)]
-        self.analyst = _new_person(rng)
-        self.bank = _new_org(rng)
+        self.rivals = [_org_or_flagship(rng, p) for _ in range(2)]
+        self.rivals = [r for r in self.rivals if r.full != self.org.full] or [_new_org(rng, p)]
+        self.analyst = _new_person(rng, p)
+        self.bank = _new_org(rng, p)
         self.mentioned: set[str] = set()  # membership only, never iterated
         self.dropped: Counter[str] = Counter()
         handlers: dict[str, Callable[[], tuple[str, str | None]]] = {
@@ -287,17 +313,17 @@ class _Document:
             "CO": self._company,
             "ORGF": lambda: (self._once(self.org.full), "ORG"),
             "RIVAL": self._rival,
-            "PARTNER": lambda: (_new_org(self.rng).full, "ORG"),
+            "PARTNER": lambda: (_new_org(self.rng, p).full, "ORG"),
             "BANK": lambda: (self._bank_name(), "ORG"),
             "CEO": lambda: (self._person(self.ceo), "PERSON"),
             "CEO_FIRST": lambda: (self.ceo.first, "PERSON"),
             "CFO": lambda: (self._person(self.cfo), "PERSON"),
-            "EXEC": lambda: (_new_person(self.rng).full, "PERSON"),
-            "PERSON": lambda: (_new_person(self.rng).full, "PERSON"),
+            "EXEC": lambda: (_new_person(self.rng, p).full, "PERSON"),
+            "PERSON": lambda: (_new_person(self.rng, p).full, "PERSON"),
             "ANALYST": self._new_analyst,
             "ANALYST_FIRST": lambda: (self.analyst.first, "PERSON"),
             "HQ": lambda: (self.hq, "GPE"),
-            "GPE": lambda: (_place(self.rng), "GPE"),
+            "GPE": lambda: (_place(self.rng, p), "GPE"),
             "PRODUCT": self._product,
             "NEWPRODUCT": self._new_product,
             "SECTOR": lambda: (self.sector, "SECTOR"),
@@ -350,8 +376,8 @@ class _Document:
         return person.full if self.rng.random() < 0.5 else person.last
 
     def _new_analyst(self) -> tuple[str, str | None]:
-        self.analyst = _new_person(self.rng)
-        self.bank = _new_org(self.rng)
+        self.analyst = _new_person(self.rng, self.profile)
+        self.bank = _new_org(self.rng, self.profile)
         return self.analyst.full, "PERSON"
 
     def _product(self) -> tuple[str, str | None]:
@@ -360,7 +386,7 @@ class _Document:
 
     def _new_product(self) -> tuple[str, str | None]:
         rng = self.rng
-        line = self.org.brand if rng.random() < 0.5 else _brand(rng)
+        line = self.org.brand if rng.random() < 0.5 else _brand(rng, self.profile)
         return f"the {line} {rng.choice(_LEX.product_nouns)}", "PRODUCT"
 
     def _year_form(self, year: int) -> str:
@@ -449,11 +475,15 @@ class _Document:
     def sentence(self, group: str) -> tuple[list[str], list[Span], str]:
         """One sentence from a template of ``group``: tokens, spans and the surface text."""
         templates = TEMPLATES[group]
-        weights = _template_weights(len(templates))
+        weights = _zipf_weights(len(templates), self.profile.template_zipf)
         pieces = templates[bisect.bisect(weights, self.rng.random() * weights[-1])]
         tokens: list[str] = []
         spans: list[Span] = []
         surface: list[str] = []
+        if self.profile.p_aside > 0 and self.rng.random() < self.profile.p_aside:
+            aside = self._aside()
+            surface.append(aside + ", ")
+            tokens.extend(tokenize(aside))
         for literal, slot in pieces:
             surface.append(literal)
             tokens.extend(tokenize(literal))
@@ -473,6 +503,18 @@ class _Document:
             tokens.extend(words)
         text = _SENTENCE_START.sub(lambda m: m.group(0).upper(), "".join(surface))
         return tokens, spans, text
+
+    def _aside(self) -> str:
+        """An ``O`` phrase that opens a sentence: a connective, an adjective and two nouns.
+
+        The adjective and nouns come from long lists (uniformly, or by Zipf rank where the profile's
+        ``aside_zipf`` is above 0): the long tail of open-class words a real filing has.
+        """
+        rng, zipf = self.rng, self.profile.aside_zipf
+        words = [rng.choice(_LEX.aside_connectives)]
+        pools = (_LEX.aside_adjectives, _LEX.aside_nouns, _LEX.aside_nouns)
+        words += [_zipf_choice(rng, pool, zipf) for pool in pools]
+        return " ".join(words)
 
     def plan(self, kind: str) -> list[str]:
         """The template groups of the document's sentences, in order (6 to 15 of them)."""
@@ -513,9 +555,16 @@ class FinanceDocument:
     dropped: dict[str, int] = field(default_factory=dict)
 
 
-def _generate_document(seed: int, index: int) -> FinanceDocument:
-    rng = random.Random(f"crfhead-finance:{seed}:{index}")
-    doc = _Document(rng)
+def _generate_document(seed: int, index: int, p: Profile) -> FinanceDocument:
+    # The default profile keeps the seed string it had before profiles; another profile's runs are
+    # their own (document i of run s differs between profiles in every draw).
+    key = (
+        f"crfhead-finance:{seed}:{index}"
+        if p == DEFAULT
+        else f"crfhead-finance:{p.name}:{seed}:{index}"
+    )
+    rng = random.Random(key)
+    doc = _Document(rng, p)
     kind = "filing" if rng.random() < 0.5 else "transcript"
     doc_id = f"finance-{seed}-{index}"
     sentences: list[Sentence] = []
@@ -529,38 +578,46 @@ def _generate_document(seed: int, index: int) -> FinanceDocument:
     return FinanceDocument(doc_id, kind, doc.org.full, sentences, texts, dropped)
 
 
-def generate_finance_documents(seed: int, n_docs: int) -> list[FinanceDocument]:
+def generate_finance_documents(
+    seed: int, n_docs: int, profile: str | Profile = DEFAULT
+) -> list[FinanceDocument]:
     """The first ``n_docs`` documents of corpus run ``seed``, with surface text and drop counts.
 
     Args:
         seed: the corpus run.
         n_docs: how many documents (document ``i`` is the same whatever ``n_docs`` is).
+        profile: the generator's profile, by name (``"default"``, ``"seed"``) or object
+            (:mod:`crfhead.data.finance.profile`).
 
     Returns:
         The documents, in order.
 
     Raises:
-        ValueError: ``n_docs`` is negative.
+        ValueError: ``n_docs`` is negative, or ``profile`` names no profile.
     """
     if n_docs < 0:
         raise ValueError(f"n_docs must be >= 0, got {n_docs}")
-    return [_generate_document(seed, i) for i in range(n_docs)]
+    p = resolve_profile(profile)
+    return [_generate_document(seed, i, p) for i in range(n_docs)]
 
 
-def generate_documents(seed: int, n_docs: int) -> list[list[Sentence]]:
+def generate_documents(
+    seed: int, n_docs: int, profile: str | Profile = DEFAULT
+) -> list[list[Sentence]]:
     """The first ``n_docs`` documents of corpus run ``seed``, each a list of tagged sentences.
 
     Args:
         seed: the corpus run; the same seed gives the same documents on any machine.
         n_docs: how many documents; ``generate_documents(s, m)[:n] == generate_documents(s, n)``.
+        profile: the generator's profile (see :func:`generate_finance_documents`).
 
     Returns:
         One list of :class:`~crfhead.data.sentence.Sentence` per document (6 to 15 sentences, BIO
         tags over :data:`LABELS`, ``doc_id`` ``"finance-<seed>-<i>"``, ``id`` ``"<doc_id>:<n>"``).
     """
-    return [d.sentences for d in generate_finance_documents(seed, n_docs)]
+    return [d.sentences for d in generate_finance_documents(seed, n_docs, profile)]
 
 
-def generate_corpus(seed: int, n_docs: int) -> list[Sentence]:
-    """The sentences of :func:`generate_documents` ``(seed, n_docs)``, flattened in order."""
-    return [s for doc in generate_documents(seed, n_docs) for s in doc]
+def generate_corpus(seed: int, n_docs: int, profile: str | Profile = DEFAULT) -> list[Sentence]:
+    """The sentences of :func:`generate_documents` ``(seed, n_docs, profile)``, flattened in order."""
+    return [s for doc in generate_documents(seed, n_docs, profile) for s in doc]

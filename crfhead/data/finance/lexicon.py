@@ -43,6 +43,11 @@ class Lexicon:
         middles: its middle consonants.
         endings: its ending.
         filler: the filler words (tagged ``O``) of each lowercase template slot (``{metric}``).
+        aside_connectives: the first word of an aside (``amid``), an ``O`` phrase that opens a
+            sentence in profiles that have them (:class:`~crfhead.data.finance.profile.Profile`).
+        aside_adjectives: its second word (``resilient``), drawn by Zipf rank: a long tail of
+            open-class words outside every entity.
+        aside_nouns: its third word (``freight``), drawn the same way.
     """
 
     brand_words: tuple[str, ...]
@@ -60,6 +65,9 @@ class Lexicon:
     middles: tuple[str, ...]
     endings: tuple[str, ...]
     filler: Mapping[str, tuple[str, ...]]
+    aside_connectives: tuple[str, ...]
+    aside_adjectives: tuple[str, ...]
+    aside_nouns: tuple[str, ...]
 
 
 def _words(key: str, value: Any) -> tuple[str, ...]:

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crfhead.data.finance.generator import ENTITY_TYPES, generate_corpus, generate_documents
+from crfhead.data.finance.profile import DEFAULT, Profile
 from crfhead.data.sentence import Sentence
 from crfhead.schemes import tags_to_spans
 
-__all__ = ["corpus_statistics", "unseen_rate", "unseen_rates"]
+__all__ = ["corpus_statistics", "unseen_composition", "unseen_rate", "unseen_rates"]
 
 
 def _flatten(items: Iterable[Sentence | Sequence[Sentence]]) -> list[Sentence]:
@@ -60,6 +61,7 @@ def unseen_rates(
     test_seed: int = 1,
     sizes: Sequence[int] = (3, 10, 30),
     test_docs: int = 200,
+    profile: str | Profile = DEFAULT,
 ) -> dict[int, float]:
     """:func:`unseen_rate` after the first ``n`` documents of ``train_seed``, ``n`` in ``sizes``.
 
@@ -68,13 +70,40 @@ def unseen_rates(
         test_seed: the test run (should differ from ``train_seed``).
         sizes: training sizes in documents.
         test_docs: test size in documents.
+        profile: the generator's profile (:mod:`crfhead.data.finance.profile`).
 
     Returns:
         ``{n: rate}`` in the order of ``sizes``.
     """
-    train = generate_documents(train_seed, max(sizes, default=0))
-    test = generate_corpus(test_seed, test_docs)
+    train = generate_documents(train_seed, max(sizes, default=0), profile)
+    test = generate_corpus(test_seed, test_docs, profile)
     return {n: unseen_rate(train[:n], test) for n in sizes}
+
+
+def unseen_composition(
+    train: Iterable[Sentence | Sequence[Sentence]], test: Iterable[Sentence | Sequence[Sentence]]
+) -> dict[str, float]:
+    """What the unseen test tokens are: the fraction of them whose gold tag has each entity type.
+
+    The seed reports accuracies on unseen tokens of 0.911 to 0.958: that is only possible when most
+    of them are easy, and an unseen word that is always ``O`` is easier than an unseen name.
+
+    Args:
+        train: training sentences or documents.
+        test: tagged test sentences or documents.
+
+    Returns:
+        ``{"O": f, "ORG": f, ...}`` over ``"O"`` and every entity type met, largest first, summing
+        to 1 (empty when no test token is unseen).
+    """
+    vocab = _vocabulary(_flatten(train))
+    counts: Counter[str] = Counter()
+    for s in _flatten(test):
+        for tok, tag in zip(s.tokens, s.tags or ["O"] * len(s), strict=True):
+            if tok not in vocab:
+                counts["O" if tag == "O" else tag.split("-", 1)[1]] += 1
+    total = sum(counts.values())
+    return {k: v / total for k, v in counts.most_common()} if total else {}
 
 
 def _split_statistics(sentences: Sequence[Sentence]) -> dict[str, Any]:
