@@ -152,9 +152,17 @@ def finance(payload: dict[str, Any], out: Path, seed: bool = True) -> Path:
         marker, line = STYLES.get(key, ("x", "-"))
         for ax, metric in zip(axes, ("accuracy", "f1", "unseen_accuracy"), strict=True):
             ys = [c[metric] for c in cells]
-            lines = ax.plot(
-                [c["docs"] for c in cells], ys, marker=marker, linestyle=line, label=label
-            )
+            # Error bars: the standard deviation over corpus runs, where there were several.
+            errors = [c.get("sd", {}).get(metric, 0.0) for c in cells]
+            lines = ax.errorbar(
+                [c["docs"] for c in cells],
+                ys,
+                yerr=errors if any(errors) else None,
+                marker=marker,
+                linestyle=line,
+                label=label,
+                capsize=3,
+            ).lines
             if seed and key in SEED_FINANCE and metric in SEED_FINANCE[key]:
                 ax.plot(
                     SEED_FINANCE_DOCS,

@@ -5,9 +5,13 @@ active features ``f`` of token ``t`` of ``weight[f, k]``: the node potentials of
 linear-chain CRF, with no hidden layer. Feature id 0 (padding, or a feature unseen in training) has
 a fixed zero weight.
 
-On the CPU the sums are a sparse ``(tokens, features)`` 0/1 CSR matrix times the weights, whose
-backward avoids the sort ``embedding_bag``'s does (the README's Speed section has the timings). Elsewhere (other devices, half-precision weights, ``torch.compile``/``torch.export``)
-``embedding_bag``. Both give the same sums; under autocast both stay in the weights' dtype.
+On the CPU the forward sums are a sparse ``(tokens, features)`` 0/1 CSR matrix times the weights,
+and the backward scatters each token's upstream gradient onto its features' rows with one
+``index_add_`` (:class:`_IndicatorSum`): autograd's own backward of the sparse product would
+transpose the matrix (a conversion and a sort), and ``embedding_bag``'s sorts the ids; the scatter
+needs neither (``scripts/bench_training.py`` times a training step). Elsewhere (other devices,
+half-precision weights, ``torch.compile``/``torch.export``) ``embedding_bag``. Both give the same
+sums; under autocast both stay in the weights' dtype.
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ class IndicatorEncoder(nn.Module):
             # sparse product has no half-precision kernel, so it runs outside autocast (as
             # embedding_bag does: autocast leaves it in the weights' dtype).
             with no_autocast(device):
-                flat = _indicator_matrix(ids, self.num_features, self.weight.dtype) @ self.weight
+                flat: Tensor = _IndicatorSum.apply(ids, self.weight)  # type: ignore[no-untyped-call]
         else:
             flat = nn.functional.embedding_bag(ids, self.weight, mode="sum", padding_idx=0)
         return flat.reshape(B, T, self.num_tags)  # (B * T, K) -> (B, T, K)
@@ -112,6 +116,34 @@ _CSR_DTYPES = (torch.float32, torch.float64)
 def _tracing() -> bool:
     """``torch.compile``/``torch.export`` tracing: keep to the dense ``embedding_bag``."""
     return bool(torch.compiler.is_compiling())
+
+
+class _IndicatorSum(torch.autograd.Function):
+    """``out[n] = sum of weight[ids[n, j]] over j with ids[n, j] > 0``, ``ids`` ``(N, F)``.
+
+    Forward: the CSR product of :func:`_indicator_matrix`. Backward: ``grad_weight[f] += grad[n]``
+    for every occurrence of ``f`` in ``ids[n]``, one ``index_add_`` over all ``N * F`` ids (row 0,
+    padding and unseen features, is then zeroed), so no transpose or sort of the ids. The gradient
+    with respect to ``ids`` is ``None`` (integer ids); the backward is not itself differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, ids: Tensor, weight: Tensor) -> Tensor:
+        ctx.save_for_backward(ids)
+        ctx.num_features = weight.shape[0]
+        return _indicator_matrix(ids, weight.shape[0], weight.dtype) @ weight
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor]:
+        (ids,) = ctx.saved_tensors
+        N, F = ids.shape
+        K = grad.shape[1]
+        grad_weight = grad.new_zeros(ctx.num_features, K)
+        # (N, K) -> (N, F, K) as a view, then (N * F, K): one row per id occurrence.
+        grad_weight.index_add_(0, ids.reshape(-1), grad.unsqueeze(1).expand(N, F, K).reshape(-1, K))
+        grad_weight[0] = 0  # id 0 is padding / unseen: never trained
+        return None, grad_weight
 
 
 def _indicator_matrix(ids: Tensor, num_features: int, dtype: torch.dtype) -> Tensor:

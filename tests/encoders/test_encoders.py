@@ -507,3 +507,26 @@ def test_indicator_runs_under_cpu_autocast_and_with_half_weights(dtype: torch.dt
         .reshape(3, 5, K)
         .float(),
     )
+
+
+def test_indicator_sum_gradcheck_and_empty_batches() -> None:
+    """The CPU path's own backward (a scatter of the upstream gradient) is the exact gradient."""
+    from crfhead.encoders.indicator import _IndicatorSum
+
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 12, (7, 5), generator=g)
+    ids[0] = 0  # a token without features
+    ids[1, :3] = 4  # a feature three times in one token
+    weight = torch.randn(12, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda w: _IndicatorSum.apply(ids, w), (weight,))
+    out = _IndicatorSum.apply(ids, weight)
+    out.backward(torch.ones_like(out))
+    assert weight.grad is not None
+    assert bool((weight.grad[0] == 0).all())  # padding / unseen: never trained
+    assert weight.grad[4].tolist() == [float((ids == 4).sum())] * 3
+    for shape in [(0, 5, 3), (2, 0, 3), (2, 4, 0)]:
+        encoder = IndicatorEncoder(num_tags=K, num_features=12)
+        out = encoder(SimpleNamespace(features=torch.zeros(shape, dtype=torch.long)))  # type: ignore[arg-type]
+        assert out.shape == (*shape[:2], K)
+        out.sum().backward()
+        assert encoder.weight.grad is not None and bool((encoder.weight.grad == 0).all())

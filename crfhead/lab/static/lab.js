@@ -529,7 +529,8 @@
     const head2 = h('tr', {}, d.docs.flatMap(() => shown.map((f) => h('th', { scope: 'col', text: f[1] }))));
     const body = d.taggers.map((tg) => h('tr', { dataset: { tagger: tg.key } }, [h('td', { class: 'text', text: tg.label })].concat(d.docs.flatMap((n) => {
       const c = (d.cells[tg.key] || []).find((x) => x.docs === n) || {};
-      return shown.map((f) => h('td', { text: fmt(c[f[0]]), dataset: { field: f[0], docs: n } }));
+      // Mean over the corpus runs, with its standard deviation where there were several.
+      return shown.map((f) => h('td', { text: c.sd && d.runs > 1 ? `${fmt(c[f[0]])} ± ${fmt(c.sd[f[0]])}` : fmt(c[f[0]]), dataset: { field: f[0], docs: n } }));
     }))));
     const tbl = h('table', { class: 'data', id: 'finance-table' }, [h('caption', { text: `Test: ${d.test}. Unseen words: test tokens never seen in training.` }), h('thead', {}, [head1, head2]), h('tbody', {}, body)]);
     // A small chart beside the table: unseen-word accuracy by training size.
@@ -544,6 +545,11 @@
       holder.replaceChildren(svg);
     }
     panel.append(h('div', { class: 'figure' }, tbl), h('div', { class: 'controls' }, [radioGroup('finance-metric', 'chart', fields.slice(0, 3).map((f) => ({ value: f[0], label: f[1] })), metric, (v) => { metric = v; draw(); })]), holder);
+    if (d.orderings && d.orderings.length) {
+      panel.append(table(['the seed\'s claim', 'holds here', 'means'],
+        d.orderings.map((o) => [o.claim, o.holds === null ? '–' : (o.holds ? 'yes' : 'no'), o.detail]),
+        { caption: `The seed's orderings, checked on the means of ${d.runs} corpus runs (profile ${d.profile})`, textCols: [0, 1, 2], id: 'finance-orderings' }));
+    }
     if (d.taggers.some((tg) => tg.config)) {
       panel.append(h('p', { class: 'note' }, ['Configs: '].concat(d.taggers.map((tg, i) => h('span', {}, [i ? ', ' : '', `${tg.label} `, h('code', { text: tg.config })])))));
     }
