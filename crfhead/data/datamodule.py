@@ -10,6 +10,13 @@ hyper-parameters, so a checkpoint decodes strings without the data module. The d
 nothing of the model: it builds every batch field unless told which ones to build
 (:meth:`TaggingDataModule.set_needs`).
 
+With pretrained word vectors (``word_vectors``, which ``train.py`` links from the encoder's
+``word_vectors``) the word vocabulary is the training words followed by the other words of the
+corpus (dev, test) that the vector source covers, in the order first seen: the embedding then holds
+the pretrained rows of the evaluation words, as a pretrained vocabulary would (Lample et al. 2016).
+Words without a vector stay unknown, the training words keep their ids, no tag is read, and
+``seen_words`` (what unseen-word accuracy counts against) stays the training words.
+
 With a ``grouping`` (:mod:`crfhead.data.grouping`: tweet clusters, documents) every split is cut into
 groups once, batches hold whole groups (``batch_size`` then counts groups, not sentences) and
 :attr:`~crfhead.data.batching.Batch.groups` says which rows form each, so a higher-order decoder never
@@ -18,6 +25,7 @@ decodes across groups.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,6 +39,7 @@ from crfhead.data.features import FeatureTemplates
 from crfhead.data.grouping import Grouping
 from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.data.vocab import Vocab
+from crfhead.encoders.vectors import WordVectors
 from crfhead.schemes import canonical_scheme, convert_tags, entity_types
 
 __all__ = [
@@ -40,6 +49,9 @@ __all__ = [
     "TaggingDataModule",
     "collator_for",
 ]
+
+
+_LOG = logging.getLogger("crfhead")
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -127,6 +139,15 @@ class TaggingDataModule(pl.LightningDataModule):
         grouping: batch whole groups of sentences (``class_path`` of a
             :class:`~crfhead.data.grouping.Grouping`); ``batch_size`` and ``eval_batch_size`` then
             count groups.
+        word_vectors: the encoder's pretrained word vector source (linked by ``train.py`` from
+            ``model.encoder``'s ``word_vectors``; not set in a config); when its
+            :attr:`~crfhead.encoders.vectors.WordVectors.extend_vocab` is true, the words of the
+            other splits it :meth:`~crfhead.encoders.vectors.WordVectors.covers` join the word
+            vocabulary after the training words.
+
+    Attributes:
+        added_words: the words added to the vocabulary for ``word_vectors`` (vocabulary keys, in
+            id order after the training words); empty without.
     """
 
     def __init__(
@@ -142,6 +163,7 @@ class TaggingDataModule(pl.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         grouping: Grouping | None = None,
+        word_vectors: WordVectors | dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 1 or eval_batch_size < 1:
@@ -171,11 +193,17 @@ class TaggingDataModule(pl.LightningDataModule):
             }
         )
         feature_templates = FeatureTemplates(list(templates))
+        words = Vocab.build(
+            (w for s in train for w in s.tokens), min_count=min_word_count, lower=lowercase
+        )
+        self.added_words: tuple[str, ...] = ()
+        if word_vectors is not None:
+            vectors = WordVectors.from_spec(word_vectors)
+            if vectors.extend_vocab:
+                self.added_words = self._add_covered(words, vectors)
         self.vocabs: dict[str, Any] = {
             "labels": LabelVocab.from_types(types, self.scheme).to_dict(),
-            "words": Vocab.build(
-                (w for s in train for w in s.tokens), min_count=min_word_count, lower=lowercase
-            ).to_dict(),
+            "words": words.to_dict(),
             "chars": Vocab.build(c for s in train for w in s.tokens for c in w).to_dict(),
             "templates": list(feature_templates.templates),
             "features": feature_templates.build_vocab(train, min_count=min_feature_count).to_dict(),
@@ -188,6 +216,29 @@ class TaggingDataModule(pl.LightningDataModule):
             if grouping is not None
             else {}
         )
+
+    def _add_covered(self, words: Vocab, source: WordVectors) -> tuple[str, ...]:
+        """Add to ``words`` the corpus words outside it that ``source`` covers; return them."""
+        candidates: dict[str, None] = {}  # vocabulary keys, first seen first
+        for split in ("train", "dev", "test", *sorted(set(self.splits) - {"train", "dev", "test"})):
+            for sentence in self.splits.get(split, ()):
+                for token in sentence.tokens:
+                    key = token.lower() if words.lower else token
+                    if key not in words.stoi:
+                        candidates.setdefault(key)
+        keys = list(candidates)
+        covered = source.covers(keys).tolist() if keys else []
+        added = tuple(k for k, hit in zip(keys, covered, strict=True) if hit)
+        for key in added:
+            words.add(key)
+        _LOG.info(
+            "word vocabulary: %d training words + %d words of the other splits with a vector "
+            "(%d without one stay unknown)",
+            len(words) - 2 - len(added),
+            len(added),
+            len(keys) - len(added),
+        )
+        return added
 
     def set_needs(self, needs: frozenset[str]) -> None:
         """Build only the batch fields in ``needs`` (``train.py`` passes the model's ``Tagger.needs``)."""

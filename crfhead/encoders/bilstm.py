@@ -145,7 +145,11 @@ class BiLSTMEncoder(nn.Module):
             Its width must be ``word_dim`` (distilled vectors are reduced to it by PCA). Needs
             ``word_vocab``; not with ``pretrained``.
         word_vocab: the word vocabulary (``len(word_vocab) == vocab_size``), set from the data by
-            ``train.py``; read only to look up ``word_vectors``.
+            ``train.py``; read only to look up ``word_vectors``. With ``word_vectors`` the data
+            module's vocabulary also holds the dev/test words the source covers
+            (:class:`~crfhead.data.datamodule.TaggingDataModule`), so their pretrained rows are
+            here. A checkpoint stores the spec without ``word_vectors`` (and ``pretrained``): the
+            rows are in its weights, and loading reads no source.
 
     Attributes:
         needs: ``{"words"}``, plus ``"chars"`` when a character encoder is used.

@@ -16,7 +16,14 @@ chosen by config with ``class_path``/``init_args``), and the words without one k
   folder's files and one of the word list, so a later run with the same model and vocabulary reads
   them back.
 
-``transformers`` is imported only when vectors are distilled.
+A source also says which words it :meth:`~WordVectors.covers`: with ``extend_vocab`` (the default)
+the data module (:class:`~crfhead.data.datamodule.TaggingDataModule`, given the source by
+``train.py``) adds the dev and test words the source has a vector for to the word vocabulary, after
+the training words, as a pretrained vocabulary would (Lample et al. 2016); a word without a vector
+stays unknown. No label is read, only which words the source knows.
+
+``transformers`` is imported only when vectors are distilled (or a distilled source's coverage is
+asked, which loads only the tokenizer).
 """
 
 from __future__ import annotations
@@ -113,7 +120,15 @@ class Lookup:
 
 
 class WordVectors(ABC):
-    """A source of pretrained word vectors: a vector (or none) for each word of a list."""
+    """A source of pretrained word vectors: a vector (or none) for each word of a list.
+
+    Attributes:
+        extend_vocab: whether the data module adds the words of the evaluation splits that this
+            source :meth:`covers` to the word vocabulary (``True`` unless a subclass's constructor
+            is given ``extend_vocab=False``); the training words keep their ids either way.
+    """
+
+    extend_vocab: bool = True
 
     @staticmethod
     def from_spec(spec: WordVectors | dict[str, Any]) -> WordVectors:
@@ -156,6 +171,13 @@ class WordVectors(ABC):
         Raises:
             ValueError: if the source cannot give vectors of width ``dim``.
         """
+
+    def covers(self, words: Sequence[str]) -> Tensor:
+        """``(N,)`` bool: which of ``words`` :meth:`lookup` would give a vector.
+
+        This default looks them up; a subclass may answer more cheaply (without building vectors).
+        """
+        return self.lookup(words).found
 
 
 def embedding_matrix(lookup: Lookup, specials: int = 2, generator: Any = None) -> Tensor:
@@ -207,15 +229,18 @@ class TextVectors(WordVectors):
 
     Args:
         path: the text file.
+        extend_vocab: add the dev and test words the file has a vector for to the word vocabulary
+            (:attr:`WordVectors.extend_vocab`); ``False``: the training words only.
 
     Raises:
         FileNotFoundError: if ``path`` is not a file.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, extend_vocab: bool = True) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_file():
             raise FileNotFoundError(f"word vectors {str(self.path)!r} not found")
+        self.extend_vocab = bool(extend_vocab)
 
     def __repr__(self) -> str:
         return f"TextVectors(path={str(self.path)!r})"
@@ -379,6 +404,21 @@ def folder_hash(folder: str | Path) -> str:
     return _FOLDER_HASHES[key]
 
 
+def _encode(tokenizer: Any, words: Sequence[str], max_length: int) -> tuple[Any, Tensor]:
+    """``(encoded, pieces (n, L))``: each word alone as ``[CLS] word [SEP]``; its real pieces' mask."""
+    encoded = tokenizer(
+        list(words),
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_special_tokens_mask=True,
+        return_tensors="pt",
+    )
+    special = encoded.pop("special_tokens_mask").bool()
+    pieces: Tensor = encoded["attention_mask"].bool() & ~special
+    return encoded, pieces
+
+
 def _distil(
     folder: str, words: Sequence[str], batch_size: int, device: str
 ) -> tuple[Tensor, Tensor]:
@@ -406,16 +446,9 @@ def _distil(
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            encoded = tokenizer(
-                [words[i] for i in rows],
-                padding=True,
-                truncation=True,
-                max_length=min(_MAX_PIECES, int(positions)),
-                return_special_tokens_mask=True,
-                return_tensors="pt",
-            )
-            special = encoded.pop("special_tokens_mask").bool()
-            pieces = encoded["attention_mask"].bool() & ~special  # (n, L)
+            encoded, pieces = _encode(
+                tokenizer, [words[i] for i in rows], min(_MAX_PIECES, int(positions))
+            )  # pieces: (n, L)
             inputs = {k: v.to(device) for k, v in encoded.items()}
             states = model(**inputs).last_hidden_state.float().cpu()  # (n, L, H)
             counts = pieces.sum(dim=1, keepdim=True)  # (n, 1)
@@ -455,6 +488,9 @@ class DistilledVectors(WordVectors):
         batch_size: words per forward pass.
         device: where the model runs; ``None``: ``cuda`` when available, else the CPU.
         cache: read and write the cache (``False``: distil every time, write nothing).
+        extend_vocab: add the dev and test words the model gives a vector (those its tokenizer
+            splits into at least one piece: in practice all) to the word vocabulary
+            (:attr:`WordVectors.extend_vocab`); ``False``: the training words only.
 
     Raises:
         FileNotFoundError: if ``model`` is not a folder (or the default model is not installed).
@@ -467,6 +503,7 @@ class DistilledVectors(WordVectors):
         batch_size: int = 256,
         device: str | None = None,
         cache: bool = True,
+        extend_vocab: bool = True,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
@@ -475,6 +512,7 @@ class DistilledVectors(WordVectors):
         self.batch_size = batch_size
         self.device = device
         self.cache = cache
+        self.extend_vocab = bool(extend_vocab)
 
     def __repr__(self) -> str:
         return f"DistilledVectors(model={self.model!r}, cache={self.cache})"
@@ -526,6 +564,21 @@ class DistilledVectors(WordVectors):
             finally:
                 tmp.unlink(missing_ok=True)
         return vectors, found
+
+    def covers(self, words: Sequence[str]) -> Tensor:
+        """``(N,)`` bool: the words the tokenizer splits into at least one piece (the model unrun).
+
+        The same words :meth:`lookup` finds: a word's vector is the mean of its pieces.
+        """
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(self.folder, local_files_only=True)
+        found = torch.zeros(len(words), dtype=torch.bool)
+        step = max(self.batch_size, 1024)
+        for start in range(0, len(words), step):
+            _, pieces = _encode(tokenizer, words[start : start + step], _MAX_PIECES)
+            found[start : start + step] = pieces.any(dim=1)
+        return found
 
     def lookup(self, words: Sequence[str], dim: int | None = None) -> Lookup:
         """Every word's distilled vector, PCA-reduced to ``dim`` when below the model's width.

@@ -30,6 +30,8 @@ __all__ = [
     "build_encoder",
     "build_head",
     "data_sizes",
+    "encoder_word_vectors",
+    "without_sources",
 ]
 
 DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.heads.CRF"}
@@ -93,6 +95,42 @@ def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
     }
     module: nn.Module = _build(spec, provided, "encoder", nn.Module)
     return module
+
+
+SOURCES = ("word_vectors", "pretrained")
+"""Encoder arguments that read the initial embedding from outside (a vectors source, a saved table):
+a trained model's weights hold the rows, so rebuilding it needs neither (:func:`without_sources`)."""
+
+
+def _encoder_args(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec's ``init_args`` with any flattened overrides beside ``class_path`` merged in."""
+    args = dict(spec.get("init_args") or {})
+    args.update({k: v for k, v in spec.items() if k not in ("class_path", "init_args")})
+    return args
+
+
+def encoder_word_vectors(spec: dict[str, Any] | None) -> Any:
+    """The ``word_vectors`` of an encoder spec (a source or its spec), ``None`` without.
+
+    ``train.py`` links it into the data module (``data.word_vectors``), which adds the evaluation
+    words the source covers to the word vocabulary.
+    """
+    if not isinstance(spec, dict):
+        return None
+    return _encoder_args(spec).get("word_vectors")
+
+
+def without_sources(spec: dict[str, Any]) -> dict[str, Any]:
+    """An encoder spec without ``word_vectors`` and ``pretrained`` (:data:`SOURCES`), unchanged else.
+
+    What a checkpoint stores: the rows those arguments fill are in its weights, so loading it must not
+    read (or distil) the source again, nor need its file.
+    """
+    args = _encoder_args(spec)
+    if not any(args.get(k) is not None for k in SOURCES):
+        return spec
+    kept = {k: v for k, v in args.items() if k not in SOURCES}
+    return {"class_path": spec.get("class_path"), "init_args": kept}
 
 
 def build_head(

@@ -5,7 +5,8 @@ packaged ``crfhead/configs/base.yaml`` (the shared trainer settings; ``configs/`
 to it) first, then the ``--config`` given, which states only what differs. A packaged config can be
 named from anywhere: ``--config crfhead:finance/indicator_crf.yaml`` (:func:`packaged_configs` lists
 them). The orchestration is here and only here: the data module's vocabularies are linked into the
-model's hyper-parameters, and the model's needs are passed to the data module.
+model's hyper-parameters, the model's needs are passed to the data module, and so is the encoder's
+``word_vectors`` source (the vocabulary then covers the evaluation words it has vectors for).
 
 **Run names.** A run without a logger name is named after its config file
 (``configs/finance/indicator_crf.yaml`` → ``runs/finance_indicator_crf``) and after the encoder or
@@ -61,7 +62,7 @@ from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from crfhead.data.datamodule import TaggingDataModule
-from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD
+from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD, encoder_word_vectors
 from crfhead.training.callbacks import AtomicCheckpointIO, RunConsole, progress_bar
 from crfhead.training.checkpoints import check_same_model, read_checkpoint
 from crfhead.training.loggers import tensorboard_available
@@ -419,6 +420,10 @@ class TaggerCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:  # noqa: D102
         parser.link_arguments("data.vocabs", "model.vocabs", apply_on="instantiate")
+        # The encoder's word vector source tells the data which evaluation words to give an id.
+        parser.link_arguments(
+            "model.encoder", "data.word_vectors", compute_fn=encoder_word_vectors, apply_on="parse"
+        )
 
     def _prepare_subcommand_parser(
         self, klass: type, subcommand: str, **kwargs: Any

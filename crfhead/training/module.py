@@ -22,7 +22,7 @@ from crfhead.data.sentence import LabelVocab
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.evaluation.report import format_report, write_report_json
 from crfhead.heads.base import CountingHead
-from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD
+from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD, without_sources
 from crfhead.training.model import Tagger
 
 __all__ = ["OPTIMIZERS", "TaggerModule"]
@@ -337,8 +337,19 @@ class TaggerModule(pl.LightningModule):
         }
 
     # ----------------------------------------------------------------------------- checkpoints
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:  # noqa: D102
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Save the RNG state; store the encoder spec without its embedding source.
+
+        The ``word_vectors`` (or ``pretrained``) rows are in the state dict, so
+        ``load_from_checkpoint`` rebuilds the encoder without reading the source (or its file).
+        """
         checkpoint["torch_rng_state"] = torch.get_rng_state()
+        hparams = checkpoint.get(self.CHECKPOINT_HYPER_PARAMS_KEY)
+        if isinstance(hparams, dict) and isinstance(hparams.get("encoder"), dict):
+            checkpoint[self.CHECKPOINT_HYPER_PARAMS_KEY] = {
+                **hparams,
+                "encoder": without_sources(hparams["encoder"]),
+            }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:  # noqa: D102
         if "torch_rng_state" in checkpoint:

