@@ -24,12 +24,21 @@ loudly to stderr and listed in the report; the exit status is then 1, else 0.
 
 Ratios are ``anchor_time / crfhead_time``: above 1 means crfhead is faster.
 
+``--contention N`` runs the contention scenario instead (``bench/contention.py``): crfhead and
+pytorch-crf timed idle and while ``N`` background processes multiply matrices with
+``--contention-threads`` (default 2) torch threads each, with default and with one thread, loaded
+times given as multiples of the idle single-thread time. ``--contention-libs crfhead`` times
+crfhead alone (under 2 minutes for the default sizes' full lengths); pytorch-crf's calls with
+default threads can take seconds each on a busy machine, so run its sizes one at a time there,
+with ``--cap-s 1``.
+
 Run (progress goes to stderr, the report to stdout)::
 
     pip install --no-deps torch-struct==0.5   # pytorch-crf==0.7.2 comes with the dev extras
     python scripts/bench_chain.py --markdown > bench.md
     python scripts/bench_chain.py --sizes 32,50,9 16,512,17 --repeats 20 --skip-struct
     python scripts/bench_chain.py --device cuda --markdown
+    python scripts/bench_chain.py --contention 2 --lengths full --markdown
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import signal
 import sys
 import time
 
@@ -46,9 +56,11 @@ import torch
 from bench import anchors
 from bench.agreement import Agreement
 from bench.cases import Case
+from bench.contention import LIBS as CONTENTION_LIBS
+from bench.contention import contention_table, header, run_contention
 from bench.engine import resolve
 from bench.machine import CpuClock, load_average
-from bench.report import Settings, report
+from bench.report import Settings, render, report
 from bench.run import Results, run_case
 from bench.timing import Timing
 
@@ -88,9 +100,28 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         help="crfhead's backend for the 'crfhead' column (auto, cpu, ...)",
     )
+    parser.add_argument(
+        "--contention",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time crfhead and pytorch-crf idle and beside N busy background processes",
+    )
+    parser.add_argument(
+        "--contention-threads", type=int, default=2, help="torch threads per background process"
+    )
+    parser.add_argument(
+        "--contention-libs",
+        nargs="+",
+        choices=CONTENTION_LIBS,
+        default=list(CONTENTION_LIBS),
+        help="the libraries timed with --contention",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.warmup < 1:
         parser.error("--repeats and --warmup must be >= 1")
+    if args.contention < 0 or args.contention_threads < 1:
+        parser.error("--contention must be >= 0 and --contention-threads >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: CUDA is not available")
     device = torch.device(args.device)
@@ -106,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     regimes = {"full": [False], "var": [True], "both": [False, True]}[args.lengths]
     cases = [Case(B, T, K, v) for B, T, K in args.sizes for v in regimes]
     timing = Timing(args.warmup, args.repeats, args.cap_s, memory=not args.no_memory)
+    if args.contention:
+        return contention_main(args, cases, device, timing)
 
     settings = Settings(device, backend, timing, load_average(), CpuClock.start())
     started = time.perf_counter()
@@ -121,6 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     print(report(settings, cases, results, agreements, elapsed, args.markdown))
     print(f"done in {elapsed:.0f} s", file=sys.stderr)
     return 1 if any(a.problems for a in agreements) else 0
+
+
+def contention_main(
+    args: argparse.Namespace, cases: list[Case], device: torch.device, timing: Timing
+) -> int:
+    """``--contention N``: the contention table (see ``bench/contention.py``).
+
+    A ``SIGTERM`` (e.g. from ``timeout``) exits through Python, so the background processes are
+    stopped on the way out.
+    """
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    started = time.perf_counter()
+    libs = tuple(lib for lib in CONTENTION_LIBS if lib in args.contention_libs)
+    rows, phases = run_contention(
+        cases, device, timing, args.contention, args.contention_threads, libs
+    )
+    lines = header(phases, args.contention, args.contention_threads, timing)
+    lines = [f"- {line}" if args.markdown else line for line in lines]
+    print("\n".join([*lines, "", *render(*contention_table(rows), args.markdown)]))
+    print(f"done in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,8 +10,14 @@ library's size and hash; a cached library that does not match it (truncated by a
 or from before the record existed) is never loaded, since loading a truncated library kills the
 process (SIGBUS): it is rebuilt, with a warning. Where no compiler exists the build
 fails once, :func:`status` says why, and ``auto`` falls back to the portable backend with one log line.
-The build links OpenMP when the compiler has it (see :data:`OPENMP`), else uses ``std::thread`` workers
-(also on request: ``CRFHEAD_CPU_OPENMP=0``).
+The build links OpenMP when the compiler has it (see :data:`OPENMP`; ``CRFHEAD_CPU_OPENMP=0`` opts out).
+
+Threads (see :func:`threads_for`): a call runs on the calling thread alone unless its work pays for
+waking helpers, and then on at most one thread per block of sequences; the helpers are a pool of
+passive workers whose join never waits for one that has not started, so a machine whose cores are
+busy elsewhere costs a call its speed-up, never a scheduler time slice per call. While a call runs
+single-threaded, the few torch operations around the kernel run in a :func:`serial_torch` section, so
+they do not fork and join torch's OpenMP threads either.
 
 Semantics are the portable engine's: masks with holes, empty rows, shared or per-edge transitions,
 start/end, float32/float64 (half types arrive upcast), gradients to emissions, transitions, start and
@@ -25,6 +31,7 @@ backward (:func:`scale_grads`, by the upstream gradient).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import logging
@@ -35,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +53,17 @@ from crfhead.engine.potentials import ChainPotentials
 from crfhead.engine.scan import Moments
 
 __all__ = [
+    "PARALLEL_WORK",
     "SOURCE",
     "forward_backward",
+    "lanes",
     "library_path",
     "marginals",
     "nll",
     "scale_grads",
+    "serial_torch",
     "status",
+    "threads_for",
     "uses_openmp",
     "viterbi",
 ]
@@ -69,13 +81,19 @@ FLAGS = (
     "-pthread",
 )
 OPENMP = ("-fopenmp",)
-"""Tried first: the blocks of sequences are spread over OpenMP threads. The library then links
-``libgomp.so.1``, which resolves to the copy torch has already loaded, so one pool of threads serves
-torch's operations and ours (with threads of our own, torch's spinning idle workers and ours would
-fight over the cores)."""
+"""Tried first. The library then links ``libgomp.so.1``, which resolves to the copy torch has already
+loaded, so it can set the calling thread's OpenMP thread count, which is torch's intra-op count on
+that thread (:func:`serial_torch`). The kernel's own threads are a pool of its own either way: an
+OpenMP region's closing barrier waits for every thread of the team, a scheduler time slice whenever
+another process holds the cores."""
 NO_OPENMP = ("-fopenmp-simd",)
-"""The fallback where the compiler has no OpenMP: ``std::thread`` workers and the ``omp simd`` hints."""
-_ABI = 5
+"""The fallback where the compiler has no OpenMP: the ``omp simd`` hints only (no serial section)."""
+PARALLEL_WORK = 1_000_000
+"""The work (``B * T * K * K``, the multiply-adds of one pass) from which a call uses more than one
+thread. Below it, waking a helper (tens of microseconds on a small VM) costs more than it saves; the
+sizes either side of it were measured on a 2-core AMD EPYC VM (``tests/engine/test_cpu_threads.py``
+states the benchmark sizes' choices)."""
+_ABI = 6
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _error: str | None = None
@@ -201,6 +219,8 @@ def _build() -> ctypes.CDLL:
         vit = getattr(cdll, f"crfhead_viterbi_{suffix}")
         vit.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, c_int]
         vit.restype = None
+    cdll.crfhead_torch_threads.argtypes = [c_int]
+    cdll.crfhead_torch_threads.restype = c_int
     return cdll
 
 
@@ -227,9 +247,55 @@ def status() -> tuple[bool, str]:
     return lib is not None, _error or ""
 
 
-def _threads() -> int:
-    """Threads the kernel splits the batch over: ``$CRFHEAD_CPU_THREADS``, else torch's intra-op count."""
-    return max(1, int(os.environ.get("CRFHEAD_CPU_THREADS") or torch.get_num_threads()))
+def lanes(dtype: torch.dtype) -> int:
+    """Sequences per SIMD block of the shared-transition kernel: 8 for float32, 4 for float64."""
+    return 4 if dtype == torch.float64 else 8
+
+
+def threads_for(
+    B: int, T: int, K: int, *, per_position: bool = False, dtype: torch.dtype = torch.float32
+) -> int:
+    """How many threads one call on ``(B, T, K)`` potentials uses.
+
+    The kernel's tasks are blocks of :func:`lanes` sequences (one sequence each with per-edge
+    transitions), so more threads than tasks would idle. ``$CRFHEAD_CPU_THREADS``, if set, is the count
+    (at most one per task); otherwise one thread below :data:`PARALLEL_WORK`, else torch's intra-op
+    count on the calling thread (``torch.get_num_threads()``), at most one per task.
+    """
+    tasks = B if per_position else -(-B // lanes(dtype))
+    override = os.environ.get("CRFHEAD_CPU_THREADS")
+    if override:
+        wanted = int(override)
+    elif B * T * K * K < PARALLEL_WORK:
+        return 1
+    else:
+        wanted = torch.get_num_threads()
+    return max(1, min(wanted, tasks))
+
+
+@contextlib.contextmanager
+def serial_torch(serial: bool = True) -> Iterator[None]:
+    """Run torch's CPU operations on the calling thread single-threaded inside the block (if ``serial``).
+
+    For small tensor work around a call: forking and joining torch's OpenMP threads costs more than
+    such work, and on a busy machine the join waits for a descheduled thread. Only the calling thread's
+    OpenMP count changes (libgomp keeps it per thread, and torch reads it per thread), and it is restored
+    on exit, exceptions included; without an OpenMP build of the kernel the block runs unchanged.
+    """
+    lib = _load() if serial else None
+    previous = lib.crfhead_torch_threads(1) if lib is not None else -1
+    try:
+        yield
+    finally:
+        if previous > 0:
+            assert lib is not None
+            lib.crfhead_torch_threads(previous)
+
+
+def _threads(pot: ChainPotentials) -> int:
+    """:func:`threads_for` the potentials (computed in the emissions' dtype)."""
+    B, T, K = pot.shape
+    return threads_for(B, T, K, per_position=pot.per_position, dtype=pot.emissions.dtype)
 
 
 def _suffix(dtype: torch.dtype) -> str:
@@ -294,11 +360,13 @@ def forward_backward(
     See :class:`~crfhead.engine.scan.Moments`; the results carry no autograd history.
     """
     lib = _library()
-    args, keep = _args(pot)
-    dtype = keep[0].dtype
-    out = _empty_moments(pot, dtype, marginals or edges, edges)
-    fn = getattr(lib, f"crfhead_forward_backward_{_suffix(dtype)}")
-    fn(*args, *(_ptr(x) for x in out), _threads())
+    threads = _threads(pot)
+    with serial_torch(threads == 1):
+        args, keep = _args(pot)
+        dtype = keep[0].dtype
+        out = _empty_moments(pot, dtype, marginals or edges, edges)
+        fn = getattr(lib, f"crfhead_forward_backward_{_suffix(dtype)}")
+        fn(*args, *(_ptr(x) for x in out), threads)
     del keep
     return Moments(*out)
 
@@ -325,21 +393,23 @@ def nll(
         ValueError: an unmasked tag outside ``[0, K)`` (checked by the kernel, before any work).
     """
     lib = _library()
-    args, keep = _args(pot)
-    dtype = keep[0].dtype
-    K = pot.shape[2]
-    out = _empty_moments(pot, dtype, grads, edges)
-    gold = torch.empty(pot.shape[0], dtype=dtype)
-    tags = _c(tags, torch.long)
-    fn = getattr(lib, f"crfhead_nll_grad_{_suffix(dtype)}")
-    bad = fn(
-        *args,
-        tags.data_ptr(),
-        _ptr(out[0]),
-        gold.data_ptr(),
-        *(_ptr(x) for x in out[1:]),
-        _threads(),
-    )
+    threads = _threads(pot)
+    with serial_torch(threads == 1):
+        args, keep = _args(pot)
+        dtype = keep[0].dtype
+        K = pot.shape[2]
+        out = _empty_moments(pot, dtype, grads, edges)
+        gold = torch.empty(pot.shape[0], dtype=dtype)
+        tags = _c(tags, torch.long)
+        fn = getattr(lib, f"crfhead_nll_grad_{_suffix(dtype)}")
+        bad = fn(
+            *args,
+            tags.data_ptr(),
+            _ptr(out[0]),
+            gold.data_ptr(),
+            *(_ptr(x) for x in out[1:]),
+            threads,
+        )
     del keep
     if bad >= 0:
         _raise_bad_tag(tags, bad, K)
@@ -388,12 +458,14 @@ def marginals(pot: ChainPotentials) -> Tensor:
 def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
     """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag."""
     lib = _library()
-    args, keep = _args(pot)
-    em = keep[0]
-    B, T, _ = em.shape
-    scores = torch.empty(B, dtype=em.dtype)  # the kernel writes every entry
-    paths = torch.empty((B, T), dtype=torch.long)
-    fn = getattr(lib, f"crfhead_viterbi_{_suffix(em.dtype)}")
-    fn(*args, scores.data_ptr(), paths.data_ptr(), _threads())
+    threads = _threads(pot)
+    with serial_torch(threads == 1):
+        args, keep = _args(pot)
+        em = keep[0]
+        B, T, _ = em.shape
+        scores = torch.empty(B, dtype=em.dtype)  # the kernel writes every entry
+        paths = torch.empty((B, T), dtype=torch.long)
+        fn = getattr(lib, f"crfhead_viterbi_{_suffix(em.dtype)}")
+        fn(*args, scores.data_ptr(), paths.data_ptr(), threads)
     del keep
     return scores, paths

@@ -24,9 +24,9 @@
 // K^2 vector multiply-adds with the transition broadcast, every reduction over tags is vertical, and no
 // lane is wasted when K is not a multiple of the vector width (K = 9 or 17 waste up to half the lanes
 // when vectorising over tags). Sequences are sorted by length before they are grouped, so a block's
-// lanes finish together; blocks are spread over threads (OpenMP, sharing the runtime torch already
-// loaded, so torch's idle workers run our blocks instead of spinning against them; std::thread where
-// the compiler has no OpenMP). Per-edge transitions run one sequence at a time, vectorised over tags.
+// lanes finish together; blocks are spread over the caller's thread and a pool of passive workers
+// whose join never waits for a worker that has not started (see Pool; the caller chooses how many
+// threads from the work). Per-edge transitions run one sequence at a time, vectorised over tags.
 //
 // Numerics. Sum-product runs in scaled probability space: the forward state is a probability vector,
 // renormalised every step with its log-normaliser accumulated in double, and a step is a K x K
@@ -46,16 +46,27 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <numeric>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 #if defined(__SSE__)
 #include <xmmintrin.h>
+#endif
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <unistd.h>
+#if defined(_OPENMP)
+#include <omp.h>
 #endif
 
 namespace {
@@ -1007,7 +1018,118 @@ void viterbi_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Wo
 
 // ------------------------------------------------------------------------------------ drivers
 
-// body(task, work) for every task in [0, tasks), spread over up to `threads` threads.
+// A persistent pool of passive workers whose join never waits for a worker that has not started.
+//
+// Why not an OpenMP parallel region: its closing barrier waits for every thread of the team, so when
+// another process holds the cores and a worker is descheduled, the caller waits a scheduler time slice
+// (milliseconds) however small the call. Here a call is a Job of numbered tasks that the caller
+// and any worker claim one at a time from a shared counter: the caller starts at once, a worker that
+// wakes late finds nothing left and claims nothing, and the caller waits only for tasks that a worker
+// has claimed and is running (a block of sequences each). Idle workers sleep on a condition variable
+// (no spinning); the caller spins only briefly for a running task before it sleeps too.
+//
+// The Job lives in a shared_ptr, so a worker waking after the call returned still holds valid counters;
+// it reaches the caller's body only through a task it claimed, and an unfinished task keeps the caller
+// waiting, so the body (on the caller's stack) is alive whenever it runs. One call uses the pool at a
+// time: a concurrent call (another Python thread; ctypes releases the GIL) runs on its own thread. The
+// pool is made on first use and again in a forked child (its threads are not copied by fork); it is
+// never destroyed (a joinable std::thread at exit would terminate the process). It has at most one
+// worker per core besides the caller: more threads than cores only queue for them.
+class Pool {
+ public:
+  struct Job {
+    int64_t tasks = 0;
+    std::atomic<int64_t> next{0}, done{0};
+    void (*loop)(void*, Job&, int64_t) = nullptr;  // runs a claimed task, then claims more
+    void* ctx = nullptr;
+    std::mutex m;
+    std::condition_variable finished;
+  };
+
+  static Pool* get() {
+    static std::mutex made;
+    static Pool* pool = nullptr;
+    std::lock_guard<std::mutex> lk(made);
+    if (pool == nullptr || pool->pid_ != getpid()) pool = new Pool();  // a forked child's is stale
+    return pool;
+  }
+
+  // Every task in [0, tasks) done by loop(ctx, job, first), each participant (the caller and up to
+  // `helpers` workers) starting from a task it claimed.
+  void run(int64_t tasks, int helpers, void (*loop)(void*, Job&, int64_t), void* ctx) {
+    std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
+    auto job = std::make_shared<Job>();
+    job->tasks = tasks;
+    job->loop = loop;
+    job->ctx = ctx;
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());  // 0: unknown
+    if (cores > 0) helpers = std::min(helpers, cores - 1);
+    if (busy.owns_lock() && helpers > 0) {
+      {
+        std::lock_guard<std::mutex> lk(m_);
+        try {
+          while (static_cast<int>(workers_.size()) < helpers) workers_.emplace_back([this] { serve(); });
+        } catch (const std::system_error&) {  // no more threads to be had: fewer helpers
+          helpers = static_cast<int>(workers_.size());
+        }
+        current_ = job;
+        ++generation_;
+      }
+      for (int i = 0; i < helpers; ++i) wake_.notify_one();
+    }
+    const int64_t first = job->next.fetch_add(1);
+    if (first < tasks) loop(ctx, *job, first);
+    wait(*job);
+  }
+
+  // Called by the loop after each task it finished.
+  static void finished(Job& job) {
+    if (job.done.fetch_add(1) + 1 == job.tasks) {
+      std::lock_guard<std::mutex> lk(job.m);
+      job.finished.notify_all();
+    }
+  }
+
+ private:
+  Pool() : pid_(getpid()) {}
+
+  void serve() {
+    uint64_t seen = 0;
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        wake_.wait(lk, [&] { return generation_ != seen; });
+        seen = generation_;
+        job = current_;
+      }
+      const int64_t first = job->next.fetch_add(1);
+      if (first < job->tasks) job->loop(job->ctx, *job, first);
+    }
+  }
+
+  // Until every task is done: a short spin (a claimed task is often about to finish), then sleep.
+  static void wait(Job& job) {
+    for (int i = 0; i < 2000; ++i) {
+      if (job.done.load() == job.tasks) return;
+#if defined(__SSE2__)
+      _mm_pause();
+#endif
+    }
+    std::unique_lock<std::mutex> lk(job.m);
+    job.finished.wait(lk, [&] { return job.done.load() == job.tasks; });
+  }
+
+  const pid_t pid_;
+  std::mutex busy_, m_;
+  std::condition_variable wake_;
+  std::vector<std::thread> workers_;  // never joined: see the class comment
+  std::shared_ptr<Job> current_;
+  uint64_t generation_ = 0;
+};
+
+// body(task, work) for every task in [0, tasks), spread over up to `threads` threads (the caller and
+// threads - 1 pool workers; with threads <= 1 or a single task, on the caller alone: no pool at all).
 template <typename S, typename F>
 void run_tasks(int64_t tasks, int threads, F&& body) {
   const int64_t nt = std::max<int64_t>(1, std::min<int64_t>(threads, tasks));
@@ -1017,26 +1139,18 @@ void run_tasks(int64_t tasks, int threads, F&& body) {
     for (int64_t t = 0; t < tasks; ++t) body(t, w);
     return;
   }
-#if defined(_OPENMP)
-#pragma omp parallel num_threads(static_cast<int>(nt))
-  {
+  // What every participant runs, from a task it has claimed: its own scratch space, then tasks
+  // until none is left to claim.
+  auto loop = [](void* ctx, Pool::Job& job, int64_t task) {
+    auto& fn = *static_cast<std::remove_reference_t<F>*>(ctx);
     FlushDenormals ftz;
     Work<S> w;
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < tasks; ++t) body(t, w);
-  }
-#else
-  std::atomic<int64_t> next{0};
-  auto worker = [&] {
-    FlushDenormals ftz;
-    Work<S> w;
-    for (int64_t t = next++; t < tasks; t = next++) body(t, w);
+    for (; task < job.tasks; task = job.next.fetch_add(1)) {
+      fn(task, w);
+      Pool::finished(job);
+    }
   };
-  std::vector<std::thread> pool;
-  for (int64_t i = 1; i < nt; ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-#endif
+  Pool::get()->run(tasks, static_cast<int>(nt - 1), loop, &body);
 }
 
 // The flat index b * T + t of the first unmasked tag outside [0, K), or -1.
@@ -1150,13 +1264,27 @@ Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const 
 
 extern "C" {
 
-int crfhead_abi_version() { return 5; }
+int crfhead_abi_version() { return 6; }
 
 int crfhead_openmp() {
 #if defined(_OPENMP)
   return 1;
 #else
   return 0;
+#endif
+}
+
+// Sets the calling thread's OpenMP thread count (the intra-op count of torch's operations on this
+// thread: libgomp keeps it per thread once set) and returns the previous one; -1 and nothing set
+// without OpenMP. The Python side brackets small torch work with it (a serial section).
+int crfhead_torch_threads(int n) {
+#if defined(_OPENMP)
+  const int previous = omp_get_max_threads();
+  omp_set_num_threads(n);
+  return previous;
+#else
+  (void)n;
+  return -1;
 #endif
 }
 
