@@ -49,7 +49,7 @@ class TestThreadsFor:
         assert cpu.threads_for(3, 1024, 64, per_position=True) == 3  # one task per sequence
 
     def test_benchmark_sizes(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """The choices on a 2-thread machine, as measured for :data:`cpu.PARALLEL_WORK`."""
+        """The choices :data:`cpu.PARALLEL_WORK` makes on a 2-thread machine."""
         monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
         got = [cpu.threads_for(*size) for size in BENCHMARK_SIZES]
         assert got == [1, 2, 2, 2, 1]

@@ -90,9 +90,10 @@ NO_OPENMP = ("-fopenmp-simd",)
 """The fallback where the compiler has no OpenMP: the ``omp simd`` hints only (no serial section)."""
 PARALLEL_WORK = 1_000_000
 """The work (``B * T * K * K``, the multiply-adds of one pass) from which a call uses more than one
-thread. Below it, waking a helper (tens of microseconds on a small VM) costs more than it saves; the
-sizes either side of it were measured on a 2-core AMD EPYC VM (``tests/engine/test_cpu_threads.py``
-states the benchmark sizes' choices)."""
+thread. Waking a helper costs the caller about 15 microseconds, and a sleeping helper starts tens of
+microseconds later, so it only pays in calls of a few tenths of a millisecond or more: here about
+0.5 ms for the loss and 0.25 ms for Viterbi on one core of a 2-core AMD EPYC VM. Of the benchmark
+sizes, (32, 50, 9) and (8, 1024, 9) (one block of sequences anyway) stay on one thread."""
 _ABI = 6
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
