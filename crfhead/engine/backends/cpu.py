@@ -222,6 +222,8 @@ def _build() -> ctypes.CDLL:
         vit.restype = None
     cdll.crfhead_torch_threads.argtypes = [c_int]
     cdll.crfhead_torch_threads.restype = c_int
+    cdll.crfhead_pool_adaptive.argtypes = [c_int]
+    cdll.crfhead_pool_adaptive.restype = None
     return cdll
 
 
@@ -262,6 +264,10 @@ def threads_for(
     transitions), so more threads than tasks would idle. ``$CRFHEAD_CPU_THREADS``, if set, is the count
     (at most one per task); otherwise one thread below :data:`PARALLEL_WORK`, else torch's intra-op
     count on the calling thread (``torch.get_num_threads()``), at most one per task.
+
+    Without the override the kernel also drops its helpers for a second after a call whose join
+    shows one was descheduled inside its task (the cores are busy elsewhere); an explicit count is
+    always obeyed.
     """
     tasks = B if per_position else -(-B // lanes(dtype))
     override = os.environ.get("CRFHEAD_CPU_THREADS")
@@ -294,9 +300,15 @@ def serial_torch(serial: bool = True) -> Iterator[None]:
 
 
 def _threads(pot: ChainPotentials) -> int:
-    """:func:`threads_for` the potentials (computed in the emissions' dtype)."""
+    """:func:`threads_for` the potentials (computed in the emissions' dtype).
+
+    Also tells the kernel whether the count is explicit (``$CRFHEAD_CPU_THREADS``: no backing off).
+    """
     B, T, K = pot.shape
-    return threads_for(B, T, K, per_position=pot.per_position, dtype=pot.emissions.dtype)
+    threads = threads_for(B, T, K, per_position=pot.per_position, dtype=pot.emissions.dtype)
+    if threads > 1:
+        _library().crfhead_pool_adaptive(int(not os.environ.get("CRFHEAD_CPU_THREADS")))
+    return threads
 
 
 def _suffix(dtype: torch.dtype) -> str:

@@ -45,6 +45,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
@@ -1026,7 +1027,9 @@ void viterbi_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Wo
 // and any worker claim one at a time from a shared counter: the caller starts at once, a worker that
 // wakes late finds nothing left and claims nothing, and the caller waits only for tasks that a worker
 // has claimed and is running (a block of sequences each). Idle workers sleep on a condition variable
-// (no spinning); the caller spins only briefly for a running task before it sleeps too.
+// (no spinning); the caller spins only briefly for a running task before it sleeps too. A helper can
+// still be descheduled inside a task it claimed; a join that shows this turns helpers off for a while
+// (see run).
 //
 // The Job lives in a shared_ptr, so a worker waking after the call returned still holds valid counters;
 // it reaches the caller's body only through a task it claimed, and an unfinished task keeps the caller
@@ -1064,6 +1067,8 @@ class Pool {
     job->ctx = ctx;
     const int cores = static_cast<int>(std::thread::hardware_concurrency());  // 0: unknown
     if (cores > 0) helpers = std::min(helpers, cores - 1);
+    const int64_t start = now_ns();
+    if (adaptive.load() && start < serial_until_.load()) helpers = 0;
     if (busy.owns_lock() && helpers > 0) {
       {
         std::lock_guard<std::mutex> lk(m_);
@@ -1079,7 +1084,14 @@ class Pool {
     }
     const int64_t first = job->next.fetch_add(1);
     if (first < tasks) loop(ctx, *job, first);
+    const int64_t worked = now_ns();
     wait(*job);
+    // A join longer than the caller's own share of the work (and than kSlowJoinNs) means a helper was
+    // descheduled inside a task: the cores are busy elsewhere, so calls stay on the caller's thread
+    // for kBackoffNs (one slow join per kBackoffNs at worst under sustained load).
+    const int64_t waited = now_ns() - worked;
+    if (helpers > 0 && waited > kSlowJoinNs && waited > worked - start)
+      serial_until_.store(worked + waited + kBackoffNs);
   }
 
   // Called by the loop after each task it finished.
@@ -1090,8 +1102,18 @@ class Pool {
     }
   }
 
+  static std::atomic<bool> adaptive;  // back off after a slow join (off: always use the helpers)
+
  private:
+  static constexpr int64_t kSlowJoinNs = 100'000, kBackoffNs = 1'000'000'000;
+
   Pool() : pid_(getpid()) {}
+
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 
   void serve() {
     uint64_t seen = 0;
@@ -1126,7 +1148,10 @@ class Pool {
   std::vector<std::thread> workers_;  // never joined: see the class comment
   std::shared_ptr<Job> current_;
   uint64_t generation_ = 0;
+  std::atomic<int64_t> serial_until_{0};  // steady-clock ns before which calls use no helper
 };
+
+std::atomic<bool> Pool::adaptive{true};
 
 // body(task, work) for every task in [0, tasks), spread over up to `threads` threads (the caller and
 // threads - 1 pool workers; with threads <= 1 or a single task, on the caller alone: no pool at all).
@@ -1287,6 +1312,10 @@ int crfhead_torch_threads(int n) {
   return -1;
 #endif
 }
+
+// Whether the pool turns its helpers off for a while after a join shows a descheduled helper (1, the
+// default) or always uses as many threads as asked (0: an explicit thread count).
+void crfhead_pool_adaptive(int on) { Pool::adaptive.store(on != 0); }
 
 #define CRFHEAD_DEFINE(SUFFIX, S)                                                                          \
   void crfhead_forward_backward_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,       \
