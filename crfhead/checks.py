@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from crfhead.threads import serial_torch
+
 __all__ = ["NonFiniteError", "check_tag_range", "check_word_ids", "refuse_non_finite"]
 
 
@@ -31,7 +33,11 @@ def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> bool:
     if x.numel() == 0:
         return True
     x = x.detach()
-    if bool(torch.isfinite(x).all()):
+    # Single-threaded on the CPU up to 4M values: torch splits a reduction over 32K values across
+    # threads, and on a busy machine that join waits for a descheduled one.
+    with serial_torch(x.device.type == "cpu" and x.numel() < 1 << 22):
+        finite = bool(torch.isfinite(x).all())
+    if finite:
         return True
     bad = torch.isnan(x) | (x == float("inf"))
     if mask is not None:

@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,8 @@ from torch import Tensor
 
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.engine.scan import Moments
+from crfhead.threads import register_thread_setter
+from crfhead.threads import serial_torch as _serial_torch
 
 __all__ = [
     "PARALLEL_WORK",
@@ -222,6 +223,7 @@ def _build() -> ctypes.CDLL:
         vit.restype = None
     cdll.crfhead_torch_threads.argtypes = [c_int]
     cdll.crfhead_torch_threads.restype = c_int
+    register_thread_setter(cdll.crfhead_torch_threads)
     cdll.crfhead_pool_adaptive.argtypes = [c_int]
     cdll.crfhead_pool_adaptive.restype = None
     return cdll
@@ -280,23 +282,11 @@ def threads_for(
     return max(1, min(wanted, tasks))
 
 
-@contextlib.contextmanager
-def serial_torch(serial: bool = True) -> Iterator[None]:
-    """Run torch's CPU operations on the calling thread single-threaded inside the block (if ``serial``).
-
-    For small tensor work around a call: forking and joining torch's OpenMP threads costs more than
-    such work, and on a busy machine the join waits for a descheduled thread. Only the calling thread's
-    OpenMP count changes (libgomp keeps it per thread, and torch reads it per thread), and it is restored
-    on exit, exceptions included; without an OpenMP build of the kernel the block runs unchanged.
-    """
-    lib = _load() if serial else None
-    previous = lib.crfhead_torch_threads(1) if lib is not None else -1
-    try:
-        yield
-    finally:
-        if previous > 0:
-            assert lib is not None
-            lib.crfhead_torch_threads(previous)
+def serial_torch(serial: bool = True) -> contextlib.AbstractContextManager[None]:
+    """:func:`crfhead.threads.serial_torch`, with the kernel loaded (it provides the per-thread setter)."""
+    if serial:
+        _load()
+    return _serial_torch(serial)
 
 
 def _threads(pot: ChainPotentials) -> int:
