@@ -44,3 +44,12 @@ def test_markdown_report_with_memory(tmp_path: Path) -> None:
     assert "## agreement (max errors; paths: identical / total)" in out
     assert "| 2 | 5 | 3 | var |" in out
     assert "All libraries agree on every case." in out
+
+
+def test_contention_report(tmp_path: Path) -> None:
+    """``--contention 1``: the idle and loaded phases are timed and reported side by side."""
+    out = bench(tmp_path, "--contention", "1", "--contention-threads", "1", "--lengths", "full")
+    assert "contention: 1 background process" in out
+    for phase in ("idle, 1 thread", "loaded, default", "loaded, 1 thread"):
+        assert phase in out, phase
+    assert "pytorch-crf / crfhead" in out
