@@ -38,8 +38,7 @@ from crfhead.data.corpora import Corpus, FinanceCorpus
 from crfhead.data.features import FeatureTemplates
 from crfhead.data.grouping import Grouping
 from crfhead.data.sentence import LabelVocab, Sentence
-from crfhead.data.vocab import Vocab
-from crfhead.encoders.vectors import WordVectors
+from crfhead.data.vocab import Vocab, WordCoverage, word_coverage
 from crfhead.schemes import canonical_scheme, convert_tags, entity_types
 
 __all__ = [
@@ -163,7 +162,7 @@ class TaggingDataModule(pl.LightningDataModule):
         seed: int = 0,
         num_workers: int = 0,
         grouping: Grouping | None = None,
-        word_vectors: WordVectors | dict[str, Any] | None = None,
+        word_vectors: dict[str, Any] | WordCoverage | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 1 or eval_batch_size < 1:
@@ -198,7 +197,7 @@ class TaggingDataModule(pl.LightningDataModule):
         )
         self.added_words: tuple[str, ...] = ()
         if word_vectors is not None:
-            vectors = WordVectors.from_spec(word_vectors)
+            vectors = word_coverage(word_vectors)
             if vectors.extend_vocab:
                 self.added_words = self._add_covered(words, vectors)
         self.vocabs: dict[str, Any] = {
@@ -217,7 +216,7 @@ class TaggingDataModule(pl.LightningDataModule):
             else {}
         )
 
-    def _add_covered(self, words: Vocab, source: WordVectors) -> tuple[str, ...]:
+    def _add_covered(self, words: Vocab, source: WordCoverage) -> tuple[str, ...]:
         """Add to ``words`` the corpus words outside it that ``source`` covers; return them."""
         candidates: dict[str, None] = {}  # vocabulary keys, first seen first
         for split in ("train", "dev", "test", *sorted(set(self.splits) - {"train", "dev", "test"})):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Vocab"]
+from torch import Tensor
+
+__all__ = ["Vocab", "WordCoverage", "word_coverage"]
 
 
 class Vocab:
@@ -76,3 +79,45 @@ class Vocab:
     def size_of(cls, data: dict[str, Any]) -> int:
         """``len(Vocab.from_dict(data))`` without building it: the items plus ``<pad>`` and ``<unk>``."""
         return len(data["items"]) + 2
+
+
+@runtime_checkable
+class WordCoverage(Protocol):
+    """What the data module asks of a word vector source (:class:`crfhead.encoders.WordVectors`).
+
+    Attributes:
+        extend_vocab: whether the words of the evaluation splits that the source covers join the
+            word vocabulary.
+    """
+
+    extend_vocab: bool
+
+    def covers(self, words: Sequence[str]) -> Tensor:
+        """``(len(words),)`` bool: which words the source has a vector for."""
+        ...
+
+
+def word_coverage(spec: Any) -> WordCoverage:
+    """A :class:`WordCoverage` source, or one built from its ``{"class_path", "init_args"}`` spec.
+
+    The class is imported by name (the data layer does not import the encoders) and built by its own
+    ``from_spec`` where it has one, so the spec is checked as the encoder checks it.
+
+    Raises:
+        ValueError: the spec names no importable class, or the object has no ``covers``.
+    """
+    if isinstance(spec, dict):
+        module, _, name = str(spec.get("class_path", "")).rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError) as error:
+            raise ValueError(
+                f"word_vectors class_path {spec.get('class_path')!r} cannot be imported: {error}"
+            ) from None
+        build = getattr(cls, "from_spec", None)
+        spec = build(spec) if callable(build) else cls(**dict(spec.get("init_args") or {}))
+    if not isinstance(spec, WordCoverage):
+        raise ValueError(
+            f"word_vectors must say which words it covers (extend_vocab and covers(words)), got {spec!r}"
+        )
+    return spec
