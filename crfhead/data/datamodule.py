@@ -44,6 +44,7 @@ from crfhead.schemes import canonical_scheme, convert_tags, entity_types
 __all__ = [
     "EpochSeededSampler",
     "GroupCollator",
+    "ResumableLoader",
     "ShardSampler",
     "TaggingDataModule",
     "collator_for",
@@ -63,25 +64,61 @@ class EpochSeededSampler(Sampler[int]):
     """A shuffling sampler whose order depends only on ``(seed, epoch)``: resuming is exact.
 
     Under DDP each of the ``world`` ranks takes every ``world``-th index of the same permutation,
-    wrapped around so that every rank runs the same number of steps.
+    wrapped around so that every rank runs the same number of steps. :meth:`resume_at` makes the
+    next pass over a given epoch start part-way through it (a run resumed mid-epoch).
     """
 
     def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1) -> None:
         self.n, self.seed, self.epoch, self.rank, self.world = n, seed, 0, rank, world
+        self._resume: tuple[int, int] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Called by Lightning at the start of every epoch."""
         self.epoch = epoch
+
+    def resume_at(self, epoch: int, consumed: int) -> None:
+        """Skip the first ``consumed`` indices of the next pass, if that pass is over ``epoch``."""
+        self._resume = (epoch, max(0, consumed))
 
     def __iter__(self) -> Iterator[int]:
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
         order = torch.randperm(self.n, generator=g).tolist()
         if self.world > 1 and order:
             order = (order * self.world)[: len(self) * self.world][self.rank :: self.world]
+        resume, self._resume = self._resume, None
+        if resume is not None and resume[0] == self.epoch:
+            order = order[resume[1] :]
         return iter(order)
 
     def __len__(self) -> int:
         return -(-self.n // self.world)
+
+
+class ResumableLoader(DataLoader[Batch]):
+    """The training loader, which Lightning can resume mid-epoch exactly.
+
+    Lightning (>= 2.2) saves the ``state_dict`` of a training loader that has one in every checkpoint
+    and hands it back through ``load_state_dict`` on resume. The state is the epoch and the number of
+    batches whose optimizer step is done (``progress()``, read from the trainer when the checkpoint is
+    written), so a run interrupted inside an epoch continues with the next batch of the same
+    permutation, not from the epoch's start.
+    """
+
+    def __init__(self, *args: Any, progress: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._progress = progress
+
+    def state_dict(self) -> dict[str, int]:
+        """``{"epoch": e, "batches": n}``: the loader's position when the checkpoint is written."""
+        sampler = self.sampler
+        epoch = sampler.epoch if isinstance(sampler, EpochSeededSampler) else 0
+        return {"epoch": epoch, "batches": int(self._progress())}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Start the next pass over ``state["epoch"]`` after its first ``state["batches"]`` batches."""
+        if isinstance(self.sampler, EpochSeededSampler) and self.batch_size is not None:
+            epoch, batches = int(state["epoch"]), int(state["batches"])
+            self.sampler.resume_at(epoch, batches * self.batch_size)
 
 
 class ShardSampler(Sampler[int]):
@@ -257,13 +294,29 @@ class TaggingDataModule(pl.LightningDataModule):
             if train
             else ShardSampler(len(items), rank, world)
         )
+        if train:
+            return ResumableLoader(
+                items,
+                batch_size=self.batch_size,
+                sampler=sampler,
+                collate_fn=collate,
+                num_workers=self.num_workers,
+                progress=self._batches_done,
+            )
         return DataLoader(
             items,  # type: ignore[arg-type]
-            batch_size=self.batch_size if train else self.eval_batch_size,
+            batch_size=self.eval_batch_size,
             sampler=sampler,
             collate_fn=collate,
             num_workers=self.num_workers,
         )
+
+    def _batches_done(self) -> int:
+        """Training batches of the current epoch whose optimizer step is done (0 without a trainer)."""
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return 0
+        return int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
 
     def train_dataloader(self) -> DataLoader[Batch]:  # noqa: D102
         return self._loader("train", train=True)

@@ -604,3 +604,35 @@ def test_higher_order_learned_weights_with_a_crf_head_are_refused_before_trainin
     extra = _higher_order_config(tmp_path, "      grid: null")
     with pytest.raises(TypeError, match="StructuredPerceptron"):
         main([*_args(tmp_path), "--config", str(extra)])
+
+
+def test_resume_mid_epoch_continues_exactly(tmp_path: Path) -> None:
+    """A checkpoint written inside an epoch resumes with the next batch of the same permutation:
+    the parameters equal those of the uninterrupted run (the loader's position is in the checkpoint)."""
+    full = main(_args(tmp_path / "a", **{"trainer.max_epochs": 2}))
+    steps = full.trainer.num_training_batches
+    assert steps >= 3
+    part = _args(tmp_path / "b", **{"trainer.max_steps": steps + 2})  # 2 batches into epoch 1
+    config = Path(part[1])
+    config.write_text(
+        config.read_text().replace(
+            "        save_last: true\n",
+            "        save_last: true\n    - class_path: pytorch_lightning.callbacks.ModelCheckpoint\n"
+            f"      init_args:\n        dirpath: {tmp_path}/mid\n"
+            f"        every_n_train_steps: {steps + 2}\n",
+        )
+    )
+    main(part)
+    (ckpt,) = (tmp_path / "mid").glob("*.ckpt")
+    state = torch.load(ckpt, weights_only=False)
+    assert state["global_step"] == steps + 2
+    loader = state["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    assert loader == [{"epoch": 1, "batches": 2}]
+    resumed = main(
+        ["fit", *_args(tmp_path / "c", **{"trainer.max_epochs": 2}), f"--ckpt_path={ckpt}"]
+    )
+    assert resumed.trainer.global_step == full.trainer.global_step
+    for (name, p), (_, q) in zip(
+        full.model.named_parameters(), resumed.model.named_parameters(), strict=True
+    ):
+        assert torch.equal(p, q), name
