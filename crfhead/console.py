@@ -173,8 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the model's decoder as a torch.export program or ONNX",
         description=(
             "Write the model's decoder: emissions (B, T, K) float32 and mask (B, T) bool to\n"
-            "paths (B, T) int64 (-1 where masked); the batch size is dynamic, T is fixed\n"
-            "(--length): pad shorter sequences with mask False. The labels travel inside\n"
+            "paths (B, T) int64 (-1 where masked); the batch size is dynamic. A torch\n"
+            "program whose decoder runs as the CPU kernel's custom ops serves every length\n"
+            "T (labels.json: dynamic_length); otherwise (ONNX, decoders that loop over time)\n"
+            "T is fixed (--length): pad shorter sequences with mask False. The labels travel inside\n"
             "(torch: extra file labels.json; ONNX: metadata 'crfhead')."
         ),
     )
@@ -685,7 +687,13 @@ def _export(ns: argparse.Namespace) -> int:
         torch.ones(2, ns.length, dtype=torch.bool),
     )
     batch = torch.export.Dim("batch")
-    dynamic = {"emissions": {0: batch}, "mask": {0: batch}}
+    dynamic: dict[str, dict[int, Any]] = {"emissions": {0: batch}, "mask": {0: batch}}
+    # torch: the length is dynamic too where the decoder runs as the cpu kernel's custom ops (one
+    # program for every T); ONNX (no such ops) and decoders that loop over time in Python fix it.
+    length = torch.export.Dim("length", min=1)
+    varying = {"emissions": {0: batch, 1: length}, "mask": {0: batch, 1: length}}
+    if ns.length == 1:
+        varying = dynamic  # an example of length 1 would specialise T
     meta = {
         "labels": labels,
         "scheme": tagger.scheme,
@@ -696,7 +704,7 @@ def _export(ns: argparse.Namespace) -> int:
     }
     print(
         f"{PROG}: exporting the {meta['decoder']} decoder of the {meta['head']} head "
-        f"(T = {ns.length}, K = {len(labels)}; time is unrolled, so this takes a while)",
+        f"(T = {ns.length}, K = {len(labels)})",
         file=sys.stderr,
     )
     if tagger.model.decoder is not None:
@@ -708,7 +716,16 @@ def _export(ns: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         if fmt == "torch":
-            program = torch.export.export(module, example, dynamic_shapes=dynamic)
+            try:
+                program = torch.export.export(module, example, dynamic_shapes=varying)
+                meta["dynamic_length"] = varying is not dynamic
+            except Exception as err:  # a decoder that loops over time in Python
+                if ns.verbose:
+                    print(f"{PROG}: fixed length T = {ns.length}: {err}", file=sys.stderr)
+                program = torch.export.export(module, example, dynamic_shapes=dynamic)
+                meta["dynamic_length"] = False
+            if meta["dynamic_length"]:
+                meta["inputs"] = {"emissions": ["B", "T", len(labels)], "mask": ["B", "T"]}
             torch.export.save(program, out, extra_files={"labels.json": json.dumps(meta)})
         else:
             quiet = None if ns.verbose else logging.getLogger("torch.onnx")

@@ -24,7 +24,15 @@ from crfhead.engine.potentials import ChainPotentials, check_tag_range
 from crfhead.engine.scan import Moments
 from crfhead.numerics import is_tracing
 
-__all__ = ["ChainFunction", "Kernel", "compose_nll", "gold_counts", "log_partition", "nll"]
+__all__ = [
+    "ChainFunction",
+    "Kernel",
+    "compose_nll",
+    "double_backward",
+    "gold_counts",
+    "log_partition",
+    "nll",
+]
 
 Grads = tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]
 
@@ -126,7 +134,7 @@ def compose_nll(
     return loss, gold.value
 
 
-def _double_backward(
+def double_backward(
     pot: ChainPotentials, tags: Tensor | None, grad: Tensor, need_edges: bool
 ) -> Grads:
     """Differentiable gradients for double backward: the portable forward-backward, less the gold counts."""
@@ -190,7 +198,7 @@ class ChainFunction(torch.autograd.Function):
         need_edges = bool(ctx.needs_input_grad[2])
         if torch.is_grad_enabled():
             pot = ChainPotentials(emissions, transitions, start, end, mask)
-            g = _double_backward(pot, tags, grad, need_edges)
+            g = double_backward(pot, tags, grad, need_edges)
         else:
             m = Moments(grad, node, edge if need_edges else None, first, last)
             g = ctx.kernel.scale_grads(grad, m, ctx.per_position, ctx.needs_input_grad[1:5])
@@ -198,9 +206,29 @@ class ChainFunction(torch.autograd.Function):
         return (None, *(x if n else None for x, n in zip(g, need[1:5], strict=True)), None, None)
 
 
+def _traced_ops(kernel: Kernel) -> bool:
+    """Whether to call the kernel's custom ops (:mod:`~crfhead.engine.backends.ops`): while tracing, cpu only."""
+    return bool(getattr(kernel, "CUSTOM_OPS", False)) and is_tracing()
+
+
+def _chain(pot: ChainPotentials) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return pot.emissions, pot.transitions, pot.start, pot.end, pot.mask
+
+
+def _wanted(pot: ChainPotentials) -> tuple[bool, bool]:
+    """``(grads, edges)``: whether any part of the gradient is wanted, and the transitions' part."""
+    return True, bool(pot.transitions.requires_grad)
+
+
 def log_partition(kernel: Kernel, pot: ChainPotentials) -> Tensor:
     """``log Z`` ``(B,)`` by ``kernel``; differentiable (the gradient from the same call)."""
     if pot.differentiable:
+        if _traced_ops(kernel):
+            from crfhead.engine.backends import ops
+
+            grads, edges = _wanted(pot)
+            log_z: Tensor = ops.forward_backward_op(*_chain(pot), grads, edges)[0]
+            return log_z
         out: tuple[Tensor, Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
             kernel, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, None
         )
@@ -211,6 +239,12 @@ def log_partition(kernel: Kernel, pot: ChainPotentials) -> Tensor:
 def nll(kernel: Kernel, pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:
     """``(log Z - score(tags), score(tags))`` ``(B,)`` by ``kernel``; the first differentiable."""
     if pot.differentiable:
+        if _traced_ops(kernel):
+            from crfhead.engine.backends import ops
+
+            grads, edges = _wanted(pot)
+            loss, gold = ops.nll_op(*_chain(pot), tags, grads, edges)[:2]
+            return loss, gold
         out: tuple[Tensor, Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
             kernel, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, tags
         )

@@ -50,10 +50,12 @@ from torch import Tensor
 
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.engine.scan import Moments
+from crfhead.numerics import is_tracing
 from crfhead.threads import register_thread_setter
 from crfhead.threads import serial_torch as _serial_torch
 
 __all__ = [
+    "CUSTOM_OPS",
     "PARALLEL_WORK",
     "SOURCE",
     "forward_backward",
@@ -70,6 +72,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+CUSTOM_OPS = True
+"""While ``torch.compile``/``torch.export`` trace, the autograd layer calls this backend's custom ops
+(:mod:`~crfhead.engine.backends.ops`) rather than its autograd function."""
 
 SOURCE = Path(__file__).resolve().parent / "csrc" / "chain_cpu.cpp"
 FLAGS = (
@@ -231,6 +237,8 @@ def _build() -> ctypes.CDLL:
 
 def _load() -> ctypes.CDLL | None:
     global _lib, _error
+    if _lib is not None:  # loaded: no lock on the hot path
+        return _lib
     with _lock:
         if _lib is None and _error is None:
             try:
@@ -289,13 +297,12 @@ def serial_torch(serial: bool = True) -> contextlib.AbstractContextManager[None]
     return _serial_torch(serial)
 
 
-def _threads(pot: ChainPotentials) -> int:
-    """:func:`threads_for` the potentials (computed in the emissions' dtype).
+def _threads(B: int, T: int, K: int, per_position: bool, dtype: torch.dtype) -> int:
+    """:func:`threads_for` one call (computed in the emissions' dtype).
 
     Also tells the kernel whether the count is explicit (``$CRFHEAD_CPU_THREADS``: no backing off).
     """
-    B, T, K = pot.shape
-    threads = threads_for(B, T, K, per_position=pot.per_position, dtype=pot.emissions.dtype)
+    threads = threads_for(B, T, K, per_position=per_position, dtype=dtype)
     if threads > 1:
         _library().crfhead_pool_adaptive(int(not os.environ.get("CRFHEAD_CPU_THREADS")))
     return threads
@@ -310,7 +317,7 @@ def _suffix(dtype: torch.dtype) -> str:
 
 
 def _library() -> ctypes.CDLL:
-    lib = _load()
+    lib = _lib if _lib is not None else _load()
     if lib is None:
         raise RuntimeError(f"crfhead cpu backend unavailable: {_error}")
     return lib
@@ -323,12 +330,16 @@ def _c(x: Tensor, dtype: torch.dtype) -> Tensor:
     return x if x.is_contiguous() else x.contiguous()
 
 
-def _args(pot: ChainPotentials) -> tuple[list[Any], tuple[Tensor, ...]]:
+Chain = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+"""``(emissions, transitions, start, end, mask)``: the raw inputs of every native entry point."""
+
+
+def _args(chain: Chain) -> tuple[list[Any], Chain]:
     """C arguments of the potentials, and the contiguous tensors that must outlive the call."""
-    em = pot.emissions
+    em = chain[0]
     dtype = em.dtype
-    em, trans, start, end = (_c(x, dtype) for x in (em, pot.transitions, pot.start, pot.end))
-    mask = _c(pot.mask, torch.bool).view(torch.uint8)
+    em, trans, start, end = (_c(x, dtype) for x in chain[:4])
+    mask = _c(chain[4], torch.bool).view(torch.uint8)
     B, T, K = em.shape
     args = [em.data_ptr(), trans.data_ptr(), start.data_ptr(), end.data_ptr(), mask.data_ptr()]
     return [*args, B, T, K, int(trans.dim() == 4)], (em, trans, start, end, mask)
@@ -338,21 +349,62 @@ def _ptr(x: Tensor | None) -> int | None:
     return None if x is None else x.data_ptr()
 
 
-def _empty_moments(
-    pot: ChainPotentials, dtype: torch.dtype, grads: bool, edges: bool
-) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
-    """Uninitialised outputs of a native call (the kernel zeroes what it does not write)."""
-    B, T, K = pot.shape
+def part_shapes(
+    B: Any, T: Any, K: Any, per_position: bool, grads: bool, edges: bool
+) -> tuple[tuple[Any, ...], ...]:
+    """Shapes of ``(node, edge, first, last)``; ``(0,)`` for a part not asked for.
+
+    Symbolic sizes welcome (the custom ops' fake implementations use it too).
+    """
+    none: tuple[Any, ...] = (0,)
+    if not grads:
+        return none, none, none, none
+    edge = none
+    if edges:
+        edges_per_row = torch.sym_max(T - 1, 0)  # type: ignore[no-untyped-call]
+        edge = (B, edges_per_row, K, K) if per_position else (B, K, K)
+    return (B, T, K), edge, (B, K), (B, K)
+
+
+def _outputs(
+    chain: Chain, dtype: torch.dtype, grads: bool, edges: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Uninitialised outputs ``(value, node, edge, first, last)`` of a native call (empty when unasked)."""
+    B, T, K = chain[0].shape
+    shapes = part_shapes(B, T, K, chain[1].dim() == 4, grads, edges)
     new = torch.empty
-    value = new(B, dtype=dtype)
-    node = new(B, T, K, dtype=dtype) if grads else None
-    edge = None
-    if grads and edges:
-        shape = (B, max(T - 1, 0), K, K) if pot.per_position else (B, K, K)
-        edge = new(shape, dtype=dtype)
-    first = new(B, K, dtype=dtype) if grads else None
-    last = new(B, K, dtype=dtype) if grads else None
-    return value, node, edge, first, last
+    node, edge, first, last = (new(s, dtype=dtype) for s in shapes)
+    return new(B, dtype=dtype), node, edge, first, last
+
+
+def _opt(x: Tensor) -> Tensor | None:
+    """A part as :class:`Moments` holds it: ``None`` for the empty placeholder of one not asked for."""
+    return None if x.dim() == 1 and x.shape[0] == 0 else x
+
+
+def _moments(parts: tuple[Tensor, ...]) -> Moments:
+    value, node, edge, first, last = parts
+    return Moments(value, _opt(node), _opt(edge), _opt(first), _opt(last))
+
+
+def fb_parts(
+    chain: Chain, marginals: bool, edges: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The native forward-backward on raw tensors: ``(value, node, edge, first, last)``.
+
+    Parts not asked for are empty ``(0,)`` tensors (what the ``crfhead::forward_backward`` op returns).
+    """
+    lib = _library()
+    B, T, K = chain[0].shape
+    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
+    with serial_torch(threads == 1):
+        args, keep = _args(chain)
+        dtype = keep[0].dtype
+        out = _outputs(keep, dtype, marginals or edges, edges)
+        fn = getattr(lib, f"crfhead_forward_backward_{_suffix(dtype)}")
+        fn(*args, *(x.data_ptr() if x.numel() else None for x in out), threads)
+    del keep
+    return out
 
 
 def forward_backward(
@@ -360,18 +412,13 @@ def forward_backward(
 ) -> Moments:
     """One fused forward-backward: ``log Z`` ``(B,)`` and, if asked, its gradient's parts.
 
-    See :class:`~crfhead.engine.scan.Moments`; the results carry no autograd history.
+    See :class:`~crfhead.engine.scan.Moments`; the results carry no autograd history. While
+    ``torch.compile``/``torch.export`` trace, the ``crfhead::forward_backward`` custom op.
     """
-    lib = _library()
-    threads = _threads(pot)
-    with serial_torch(threads == 1):
-        args, keep = _args(pot)
-        dtype = keep[0].dtype
-        out = _empty_moments(pot, dtype, marginals or edges, edges)
-        fn = getattr(lib, f"crfhead_forward_backward_{_suffix(dtype)}")
-        fn(*args, *(_ptr(x) for x in out), threads)
-    del keep
-    return Moments(*out)
+    chain = (pot.emissions, pot.transitions, pot.start, pot.end, pot.mask)
+    if is_tracing():
+        return _moments(ops.forward_backward_op(*chain, marginals, edges))
+    return _moments(fb_parts(chain, marginals, edges))
 
 
 def _raise_bad_tag(tags: Tensor, index: int, K: int) -> None:
@@ -379,6 +426,40 @@ def _raise_bad_tag(tags: Tensor, index: int, K: int) -> None:
     raise ValueError(
         f"tag {int(tags[b, t])} at unmasked position (batch {b}, time {t}) is out of range [0, {K})"
     )
+
+
+def nll_parts(
+    chain: Chain, tags: Tensor, grads: bool, edges: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """The native loss on raw tensors: ``(loss, gold, node, edge, first, last)``.
+
+    Parts not asked for are empty ``(0,)`` tensors (what the ``crfhead::nll`` op returns).
+
+    Raises:
+        ValueError: an unmasked tag outside ``[0, K)`` (checked by the kernel, before any work).
+    """
+    lib = _library()
+    B, T, K = chain[0].shape
+    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
+    with serial_torch(threads == 1):
+        args, keep = _args(chain)
+        dtype = keep[0].dtype
+        value, node, edge, first, last = _outputs(keep, dtype, grads, edges)
+        gold = torch.empty(B, dtype=dtype)
+        tags = _c(tags, torch.long)
+        fn = getattr(lib, f"crfhead_nll_grad_{_suffix(dtype)}")
+        bad = fn(
+            *args,
+            tags.data_ptr(),
+            value.data_ptr(),
+            gold.data_ptr(),
+            *(x.data_ptr() if x.numel() else None for x in (node, edge, first, last)),
+            threads,
+        )
+    del keep
+    if bad >= 0:
+        _raise_bad_tag(tags, bad, K)
+    return value, gold, node, edge, first, last
 
 
 def nll(
@@ -395,28 +476,12 @@ def nll(
     Raises:
         ValueError: an unmasked tag outside ``[0, K)`` (checked by the kernel, before any work).
     """
-    lib = _library()
-    threads = _threads(pot)
-    with serial_torch(threads == 1):
-        args, keep = _args(pot)
-        dtype = keep[0].dtype
-        K = pot.shape[2]
-        out = _empty_moments(pot, dtype, grads, edges)
-        gold = torch.empty(pot.shape[0], dtype=dtype)
-        tags = _c(tags, torch.long)
-        fn = getattr(lib, f"crfhead_nll_grad_{_suffix(dtype)}")
-        bad = fn(
-            *args,
-            tags.data_ptr(),
-            _ptr(out[0]),
-            gold.data_ptr(),
-            *(_ptr(x) for x in out[1:]),
-            threads,
-        )
-    del keep
-    if bad >= 0:
-        _raise_bad_tag(tags, bad, K)
-    return Moments(*out), gold
+    chain = (pot.emissions, pot.transitions, pot.start, pot.end, pot.mask)
+    if is_tracing():
+        value, gold, *parts = ops.nll_op(*chain, tags, grads, edges)
+    else:
+        value, gold, *parts = nll_parts(chain, tags, grads, edges)
+    return _moments((value, *parts)), gold
 
 
 def scale_grads(
@@ -452,23 +517,40 @@ def scale_grads(
 
 
 def marginals(pot: ChainPotentials) -> Tensor:
-    """Node marginals ``(B, T, K)`` (no autograd history)."""
-    node = forward_backward(pot, marginals=True).node
-    assert node is not None
-    return node
+    """Node marginals ``(B, T, K)`` (no autograd history; the ``crfhead::marginals`` op while tracing)."""
+    chain = (pot.emissions, pot.transitions, pot.start, pot.end, pot.mask)
+    if is_tracing():
+        node: Tensor = ops.marginals_op(*chain)
+        return node
+    return fb_parts(chain, True, False)[1]
 
 
-def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag."""
+def viterbi_parts(chain: Chain) -> tuple[Tensor, Tensor]:
+    """The native Viterbi on raw tensors: best scores ``(B,)`` and paths ``(B, T)`` int64."""
     lib = _library()
-    threads = _threads(pot)
+    B, T, K = chain[0].shape
+    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
     with serial_torch(threads == 1):
-        args, keep = _args(pot)
+        args, keep = _args(chain)
         em = keep[0]
-        B, T, _ = em.shape
         scores = torch.empty(B, dtype=em.dtype)  # the kernel writes every entry
         paths = torch.empty((B, T), dtype=torch.long)
         fn = getattr(lib, f"crfhead_viterbi_{_suffix(em.dtype)}")
         fn(*args, scores.data_ptr(), paths.data_ptr(), threads)
     del keep
     return scores, paths
+
+
+def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
+    """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag.
+
+    No autograd history; the ``crfhead::viterbi`` op while tracing.
+    """
+    chain = (pot.emissions, pot.transitions, pot.start, pot.end, pot.mask)
+    if is_tracing():
+        best: tuple[Tensor, Tensor] = ops.viterbi_op(*(x.detach() for x in chain))
+        return best
+    return viterbi_parts(chain)
+
+
+from crfhead.engine.backends import ops  # noqa: E402  (registers the custom ops; it imports this module)

@@ -4,8 +4,10 @@ See :mod:`crfhead.engine.backends` for what each backend is. Precedence, lowest 
 environment variable ``CRFHEAD_BACKEND``, the :func:`use_backend` context manager, the ``backend=``
 keyword of the engine's functions. ``auto`` picks ``cpu`` for CPU tensors and ``triton`` for CUDA
 tensors when they are available, and ``portable`` otherwise, logging once why. Asking explicitly for
-an unavailable backend is an error. While ``torch.compile``/``torch.export`` trace, the portable
-backend runs.
+an unavailable backend is an error. While ``torch.compile``/``torch.export`` trace CPU tensors,
+``auto`` and ``cpu`` run the fused kernel as custom ops (:mod:`~crfhead.engine.backends.ops`: no
+graph break, one exported program for every length), except under ``torch.onnx.export`` (ONNX has
+no such ops); otherwise, and on CUDA, the portable backend runs while tracing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import contextvars
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -87,6 +90,38 @@ def _warn_once(key: str, message: str) -> None:
         _LOG.warning(message)
 
 
+def _onnx_exporting() -> bool:
+    """Whether ``torch.onnx.export`` is tracing (ONNX has no translation of the custom ops)."""
+    onnx = sys.modules.get("torch.onnx")
+    return onnx is not None and bool(onnx.is_in_onnx_export())
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+def _ambient() -> str:
+    """The context's choice, else ``$CRFHEAD_BACKEND``, else ``auto``: read once while tracing.
+
+    A constant to ``torch.compile`` (the graph does not re-check it on later calls).
+    """
+    return _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto"
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+def _cpu_kernel_ready() -> bool:
+    """Whether the cpu kernel loads (builds it if needed); a constant to ``torch.compile``."""
+    return available("cpu")[0]
+
+
+def _traced(device: torch.device, name: str) -> str:
+    """The backend while ``torch.compile``/``torch.export`` trace.
+
+    The cpu kernel's custom ops on CPU tensors (``auto`` or ``cpu``, unless ONNX is exporting), else
+    portable.
+    """
+    if device.type == "cpu" and name in ("auto", "cpu") and not _onnx_exporting():
+        return "cpu" if _cpu_kernel_ready() else "portable"
+    return "portable"
+
+
 def resolve(device: torch.device, requested: str | None = None) -> str:
     """The backend to run on tensors of ``device``: ``"portable"``, ``"cpu"`` or ``"triton"``.
 
@@ -99,9 +134,9 @@ def resolve(device: torch.device, requested: str | None = None) -> str:
         ValueError: an unknown name, or a backend that does not run on ``device``.
         RuntimeError: an explicitly requested backend that is unavailable here (the reason is named).
     """
-    name = _check(requested or _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto")
     if is_tracing():
-        return "portable"
+        return _traced(device, _check(requested or _ambient()))
+    name = _check(requested or _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto")
     interpret = os.environ.get("TRITON_INTERPRET") == "1"
     if name == "auto":
         fused = _AUTO.get(device.type)
