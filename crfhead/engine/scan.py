@@ -37,6 +37,7 @@ __all__ = [
     "ForwardResult",
     "Moments",
     "backward_scan",
+    "double_backward",
     "edge_marginals",
     "entropy",
     "forward_scan",
@@ -344,3 +345,29 @@ def entropy(pot: ChainPotentials) -> Tensor:
     expected = expected + (edge * without_impossible(pot.edge_transitions())).sum((1, 2, 3))
     log_z = fwd.total[:, 0]
     return torch.where(log_z > float("-inf"), log_z - expected, 0.0)
+
+
+def double_backward(
+    pot: ChainPotentials, tags: Tensor | None, grad: Tensor, need_edges: bool
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """Differentiable gradients of ``sum_b grad[b] * loss_b`` by the portable scan, for double backward.
+
+    ``loss_b`` is ``log Z_b`` (``tags`` ``None``) or ``log Z_b - score_b(tags)``: the fused backends'
+    first backward scales saved parts, which carry no graph, so a second derivative recomputes here.
+    """
+    g = log_partition_grads(pot, grad, need_edges)
+    if tags is None:
+        return g
+    with torch.enable_grad():
+        em, tr, st, en = (
+            x.detach().requires_grad_(True)
+            for x in (pot.emissions, pot.transitions, pot.start, pot.end)
+        )
+        leaves = (em, tr, st, en)
+        gold = score(ChainPotentials(em, tr, st, en, pot.mask), torch.where(pot.mask, tags, 0))
+        counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True, create_graph=True)
+    a: Tensor | None
+    out: list[Tensor | None] = []
+    for a, c in zip(g, counts, strict=True):
+        out.append(None if a is None else a - (0 if c is None else c))
+    return out[0], out[1], out[2], out[3]

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from crfhead.engine import scan
 from crfhead.engine.potentials import ChainPotentials, check_tag_range
-from crfhead.engine.scan import Moments
+from crfhead.engine.scan import Moments, double_backward
 from crfhead.numerics import is_tracing
 
 __all__ = [
@@ -132,28 +132,6 @@ def compose_nll(
         minus(m.last, gold.last),
     )
     return loss, gold.value
-
-
-def double_backward(
-    pot: ChainPotentials, tags: Tensor | None, grad: Tensor, need_edges: bool
-) -> Grads:
-    """Differentiable gradients for double backward: the portable forward-backward, less the gold counts."""
-    g = scan.log_partition_grads(pot, grad, need_edges)
-    if tags is None:
-        return g
-    with torch.enable_grad():
-        em, tr, st, en = (
-            x.detach().requires_grad_(True)
-            for x in (pot.emissions, pot.transitions, pot.start, pot.end)
-        )
-        leaves = (em, tr, st, en)
-        gold = scan.score(ChainPotentials(em, tr, st, en, pot.mask), torch.where(pot.mask, tags, 0))
-        counts = torch.autograd.grad(gold, leaves, grad, allow_unused=True, create_graph=True)
-    a: Tensor | None
-    out: list[Tensor | None] = []
-    for a, c in zip(g, counts, strict=True):
-        out.append(None if a is None else a - (0 if c is None else c))
-    return out[0], out[1], out[2], out[3]
 
 
 class ChainFunction(torch.autograd.Function):

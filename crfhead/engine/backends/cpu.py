@@ -553,4 +553,6 @@ def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
     return viterbi_parts(chain)
 
 
-from crfhead.engine.backends import ops  # noqa: E402  (registers the custom ops; it imports this module)
+from crfhead.engine.backends import ops  # noqa: E402  (registers the custom ops)
+
+ops.register_native(sys.modules[__name__])

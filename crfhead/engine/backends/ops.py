@@ -30,20 +30,48 @@ import torch
 from torch import Tensor
 
 from crfhead.engine import scan
-from crfhead.engine.backends import cpu
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.engine.scan import Moments
 from crfhead.numerics import is_tracing
 
-__all__ = ["OPS", "forward_backward_op", "marginals_op", "nll_op", "viterbi_op"]
+__all__ = [
+    "OPS",
+    "forward_backward_op",
+    "marginals_op",
+    "nll_op",
+    "register_native",
+    "viterbi_op",
+]
 
 Parts6 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
+
+_native: Any = None
+"""The cpu backend's native functions (``part_shapes``, ``nll_parts``, ``fb_parts``,
+``viterbi_parts``): :mod:`~crfhead.engine.backends.cpu` registers itself when it is imported, so the
+imports point one way (cpu -> ops)."""
+
+
+def register_native(module: Any) -> None:
+    """Called by :mod:`~crfhead.engine.backends.cpu` on import: the ops' CPU implementations use it."""
+    global _native
+    _native = module
+
+
+def _cpu() -> Any:
+    if _native is None:
+        raise RuntimeError(
+            "the crfhead custom ops run the cpu backend's kernel: import "
+            "crfhead.engine.backends.cpu (or select the backend) first"
+        )
+    return _native
+
+
 Parts5 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
 def _fake_parts(em: Tensor, tr: Tensor, grads: bool, edges: bool) -> tuple[Tensor, ...]:
     B, T, K = em.shape
-    shapes = cpu.part_shapes(B, T, K, tr.dim() == 4, grads, edges)
+    shapes = _cpu().part_shapes(B, T, K, tr.dim() == 4, grads, edges)
     return tuple(em.new_empty(s) for s in shapes)
 
 
@@ -60,7 +88,8 @@ def nll_op(
     edges: bool,
 ) -> Parts6:
     """``(loss, gold, node, edge, first, last)`` by one native call (see the module docstring)."""
-    return cpu.nll_parts((emissions, transitions, start, end, mask), tags, grads, edges)
+    parts: Parts6 = _cpu().nll_parts((emissions, transitions, start, end, mask), tags, grads, edges)
+    return parts
 
 
 @nll_op.register_fake
@@ -91,7 +120,8 @@ def forward_backward_op(
     edges: bool,
 ) -> Parts5:
     """``(log Z, node, edge, first, last)`` by one native call (see the module docstring)."""
-    return cpu.fb_parts((emissions, transitions, start, end, mask), marginals, edges)
+    parts: Parts5 = _cpu().fb_parts((emissions, transitions, start, end, mask), marginals, edges)
+    return parts
 
 
 @forward_backward_op.register_fake
@@ -131,9 +161,7 @@ def _backward(
     need = ctx.needs_input_grad
     need_edges = bool(need[1])
     if torch.is_grad_enabled() and not is_tracing():
-        from crfhead.engine.backends.autograd import double_backward
-
-        g = double_backward(ChainPotentials(em, tr, st, en, mask), tags, grad, need_edges)
+        g = scan.double_backward(ChainPotentials(em, tr, st, en, mask), tags, grad, need_edges)
     else:
         m = Moments(grad, _opt(node), _opt(edge) if need_edges else None, _opt(first), _opt(last))
         g = scan.scale_grads(grad.to(node.dtype), m, ctx.per_position)
@@ -159,7 +187,8 @@ def marginals_op(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> Tensor:
     """Node marginals ``(B, T, K)`` by one native forward-backward."""
-    return cpu.fb_parts((emissions, transitions, start, end, mask), True, False)[1]
+    node: Tensor = _cpu().fb_parts((emissions, transitions, start, end, mask), True, False)[1]
+    return node
 
 
 @marginals_op.register_fake
@@ -174,7 +203,8 @@ def viterbi_op(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked) by one native call."""
-    return cpu.viterbi_parts((emissions, transitions, start, end, mask))
+    best: tuple[Tensor, Tensor] = _cpu().viterbi_parts((emissions, transitions, start, end, mask))
+    return best
 
 
 @viterbi_op.register_fake
