@@ -1,21 +1,35 @@
 """Benchmark crfhead's linear-chain CRF against pytorch-crf and torch-struct, side by side.
 
 For each size ``(B, T, K)``, with full lengths and with variable lengths (the same data for every
-library), it times three ops of every library and records their peak extra memory:
+library), it times the ops of every library that has them and records their peak extra memory
+(``--ops`` chooses some; default all):
 
 * ``loss``: forward + backward of the summed negative log-likelihood;
 * ``decode``: Viterbi paths;
-* ``marginals``: node marginals ``p(z_t = k | x)`` (pytorch-crf has none: "—").
+* ``marginals``: node marginals ``p(z_t = k | x)``;
+* ``edge_marginals``: edge marginals ``(B, T-1, K, K)``;
+* ``entropy``: the entropy of ``p(z | x)``;
+* ``topk``: the 5 best paths and their scores;
+* ``sample``: 10 sampled paths per chain (checked for validity only: random);
+* ``max_marginals``: max-marginals, crfhead only (crfhead-portable is its comparison).
 
-The pieces live in ``scripts/bench/``: what each library's calls are (``anchors.py``), how a call
-is timed and its memory measured (``timing.py``), how the libraries' outputs are compared
-(``agreement.py``), how other processes' CPU use is measured (``machine.py``) and the tables
-(``report.py``); this file is the command line.
+pytorch-crf has only ``loss`` and ``decode`` ("—" in its column elsewhere); torch-struct has every
+op but ``max_marginals``.
+
+The pieces live in ``scripts/bench/``: the ops and what an adapter is (``adapter.py``), what each
+library's calls are (``anchors.py``, torch-struct's in ``struct_anchor.py``), how a call is timed
+and its memory measured (``timing.py``), how the libraries' outputs are compared (``agreement.py``,
+with float64 arbiters in ``reference.py``), how other processes' CPU use is measured
+(``machine.py``) and the tables (``report.py``); this file is the command line.
 
 Timing: float32, ``torch.set_num_threads`` left at the default, ``--warmup`` (default 2) warm-up
 calls, then the median of ``--repeats`` (default 10) timed calls; a first warm-up call slower than
-``--cap-s`` (default 3 s) leaves 3 timed calls, marked ``*``. The default run takes about 10
-minutes on 2 cores.
+``--cap-s`` (default 3 s) leaves 3 timed calls, marked ``*``; one slower than ``--single-s``
+(default 10 s) is the cell's only call, marked ``**`` (no memory measured). A cell predicted to
+need more than ``--max-gib`` (default 8 GiB) is not run ("too big": torch-struct's ``topk`` at
+``K = 64`` would need tens of GiB). The default run takes about 25
+minutes on 2 cores (about 10 with ``--ops loss decode marginals``); torch-struct's ``topk`` and
+``sample`` take seconds a call at most sizes.
 
 Run it on an otherwise idle machine: the report prints the load average before the run and the
 CPU time other processes used during it, and marks with ``†`` every cell during which other
@@ -37,6 +51,8 @@ Run (progress goes to stderr, the report to stdout)::
     pip install --no-deps torch-struct==0.5   # pytorch-crf==0.7.2 comes with the dev extras
     python scripts/bench_chain.py --markdown > bench.md
     python scripts/bench_chain.py --sizes 32,50,9 16,512,17 --repeats 20 --skip-struct
+    python scripts/bench_chain.py --ops loss decode marginals --markdown
+    python scripts/bench_chain.py --ops edge_marginals entropy topk --sizes 32,50,9 --repeats 5
     python scripts/bench_chain.py --device cuda --markdown
     python scripts/bench_chain.py --contention 2 --lengths full --markdown
 """
@@ -54,6 +70,7 @@ import torch
 
 # ``bench`` is the folder next to this file, which Python puts first on ``sys.path``.
 from bench import anchors
+from bench.adapter import OPS
 from bench.agreement import Agreement
 from bench.cases import Case
 from bench.contention import LIBS as CONTENTION_LIBS
@@ -88,9 +105,24 @@ def main(argv: list[str] | None = None) -> int:
         "--sizes", nargs="+", type=parse_size, default=DEFAULT_SIZES, metavar="B,T,K"
     )
     parser.add_argument("--lengths", choices=["full", "var", "both"], default="both")
+    parser.add_argument(
+        "--ops", nargs="+", choices=OPS, default=list(OPS), help="the ops timed (default: all)"
+    )
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per cell (median)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up calls per cell")
     parser.add_argument("--cap-s", type=float, default=3.0, help="slow warm-up: only 3 timed calls")
+    parser.add_argument(
+        "--single-s",
+        type=float,
+        default=10.0,
+        help="a first call slower than this is the only call of its cell",
+    )
+    parser.add_argument(
+        "--max-gib",
+        type=float,
+        default=8.0,
+        help="cells predicted to need more memory than this are not run",
+    )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--skip-struct", action="store_true", help="leave torch-struct out")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory calls")
@@ -136,22 +168,30 @@ def main(argv: list[str] | None = None) -> int:
         )
     regimes = {"full": [False], "var": [True], "both": [False, True]}[args.lengths]
     cases = [Case(B, T, K, v) for B, T, K in args.sizes for v in regimes]
-    timing = Timing(args.warmup, args.repeats, args.cap_s, memory=not args.no_memory)
+    timing = Timing(
+        args.warmup,
+        args.repeats,
+        args.cap_s,
+        memory=not args.no_memory,
+        single_s=args.single_s,
+        max_gib=args.max_gib,
+    )
     if args.contention:
         return contention_main(args, cases, device, timing)
 
+    ops = tuple(op for op in OPS if op in args.ops)
     settings = Settings(device, backend, timing, load_average(), CpuClock.start())
     started = time.perf_counter()
     results: list[Results] = []
     agreements: list[Agreement] = []
     for i, case in enumerate(cases):
         print(f"[{i + 1}/{len(cases)}] {case.label}", file=sys.stderr, flush=True)
-        res, agr = run_case(case, device, libs, timing)
+        res, agr = run_case(case, device, libs, timing, ops)
         results.append(res)
         agreements.append(agr)
         gc.collect()
     elapsed = time.perf_counter() - started
-    print(report(settings, cases, results, agreements, elapsed, args.markdown))
+    print(report(settings, cases, results, agreements, elapsed, args.markdown, ops))
     print(f"done in {elapsed:.0f} s", file=sys.stderr)
     return 1 if any(a.problems for a in agreements) else 0
 

@@ -2,10 +2,12 @@
 
 * :mod:`bench.engine`: every crfhead import of the benchmark, in one file;
 * :mod:`bench.cases`: a benchmark case (size, length regime) and its seeded data;
-* :mod:`bench.anchors`: one adapter per library, each giving loss / decode / marginals calls;
+* :mod:`bench.adapter`: the ops, and what an adapter (one library's calls on one case) is;
+* :mod:`bench.anchors`: one adapter per library (:mod:`bench.struct_anchor`: torch-struct's);
 * :mod:`bench.timing`: warm-up, median, time cap and peak memory of one call;
 * :mod:`bench.machine`: machine description and the CPU time other processes use;
 * :mod:`bench.agreement`: the cross-library agreement checks;
+* :mod:`bench.reference`: float64 arbiters for the ops pytorch-crf lacks;
 * :mod:`bench.run`: one case run end to end (every library timed, then the agreement);
 * :mod:`bench.report`: the text and markdown tables.
 

@@ -1,10 +1,14 @@
 """The cross-library agreement checks, on the outputs of the timed calls.
 
 crfhead vs pytorch-crf: log-likelihood (:data:`RTOL` relative), emission gradients (:data:`ATOL`
-absolute) and Viterbi paths (identical); crfhead vs torch-struct: log-partition and NLL (relative),
-emission gradients and node marginals (absolute) and paths (identical). Every disagreement is
-explained with the errors of both sides against a float64 reference (pytorch-crf's own code run
-in float64), to tell which side is off.
+absolute) and Viterbi paths (identical); crfhead vs torch-struct: log-partition, NLL, entropy and
+the sorted top-k scores (relative), emission gradients, node marginals and edge marginals (absolute,
+the edge marginals at the edges inside each sequence) and paths (identical); crfhead vs
+crfhead-portable: max-marginals (absolute, no anchor has them). crfhead's samples are checked for
+validity alone (tags in ``[0, K)`` at unmasked positions, -1 exactly at masked ones): samples are
+random. Every disagreement is explained with the errors of both sides against a float64 reference
+(pytorch-crf's own code run in float64, and :mod:`bench.reference` for the ops it lacks), to tell
+which side is off.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import torch
 from torch import Tensor
 
 RTOL = 1e-3
@@ -27,18 +32,62 @@ class Check:
     what: str  # the quantity, in the words of a disagreement
     anchor: str
     key: str  # the output compared, also the float64 reference's key
-    kind: Literal["rel", "abs", "paths"]  # max relative / absolute error, or identical paths
+    kind: Literal["rel", "abs", "paths", "valid"]
+    """Max relative / absolute error, identical paths, or (crfhead alone) valid sampled paths."""
+    op: str  # the op whose timed call gives the output (a column shows only if the op ran)
+    select: Callable[[Tensor, Tensor], Tensor] | None = None
+    """``select(output, mask)``: the part compared, applied to both sides and the reference."""
+
+
+def inside_edges(edges: Tensor, mask: Tensor) -> Tensor:
+    """``(B, T-1, K, K)`` edge marginals -> ``(E, K, K)``, the edges whose head is unmasked."""
+    return edges[mask[:, 1:]]
+
+
+def sorted_desc(scores: Tensor, mask: Tensor) -> Tensor:
+    """``(B, k)`` path scores, largest first in each row."""
+    return scores.sort(-1, descending=True).values
 
 
 CHECKS = (
-    Check("llh rel (pytorch-crf)", "log-likelihood", "pytorch-crf", "nll", "rel"),
-    Check("grad abs (pytorch-crf)", "emission grad", "pytorch-crf", "grad", "abs"),
-    Check("paths = (pytorch-crf)", "Viterbi paths", "pytorch-crf", "paths", "paths"),
-    Check("log Z rel (torch-struct)", "log Z", "torch-struct", "logz", "rel"),
-    Check("NLL rel (torch-struct)", "NLL", "torch-struct", "nll", "rel"),
-    Check("grad abs (torch-struct)", "emission grad", "torch-struct", "grad", "abs"),
-    Check("marginals abs (torch-struct)", "marginals", "torch-struct", "marginals", "abs"),
-    Check("paths = (torch-struct)", "Viterbi paths", "torch-struct", "paths", "paths"),
+    Check("llh rel (pytorch-crf)", "log-likelihood", "pytorch-crf", "nll", "rel", "loss"),
+    Check("grad abs (pytorch-crf)", "emission grad", "pytorch-crf", "grad", "abs", "loss"),
+    Check("paths = (pytorch-crf)", "Viterbi paths", "pytorch-crf", "paths", "paths", "decode"),
+    Check("log Z rel (torch-struct)", "log Z", "torch-struct", "logz", "rel", "loss"),
+    Check("NLL rel (torch-struct)", "NLL", "torch-struct", "nll", "rel", "loss"),
+    Check("grad abs (torch-struct)", "emission grad", "torch-struct", "grad", "abs", "loss"),
+    Check("paths = (torch-struct)", "Viterbi paths", "torch-struct", "paths", "paths", "decode"),
+    Check(
+        "marginals abs (torch-struct)", "marginals", "torch-struct", "marginals", "abs", "marginals"
+    ),
+    Check(
+        "edge marg abs (torch-struct)",
+        "edge marginals",
+        "torch-struct",
+        "edge_marginals",
+        "abs",
+        "edge_marginals",
+        inside_edges,
+    ),
+    Check("entropy rel (torch-struct)", "entropy", "torch-struct", "entropy", "rel", "entropy"),
+    Check(
+        "top-k rel (torch-struct)",
+        "top-k scores",
+        "torch-struct",
+        "topk_scores",
+        "rel",
+        "topk",
+        sorted_desc,
+    ),
+    Check("samples valid (crfhead)", "samples", "crfhead", "samples", "valid", "sample"),
+    Check(
+        "max marg abs (crfhead-portable)",
+        "max-marginals",
+        "crfhead-portable",
+        "max_marginals",
+        "abs",
+        "max_marginals",
+    ),
 )
 """In the agreement table's column order."""
 
@@ -52,12 +101,17 @@ class Agreement:
     problems: list[str] = field(default_factory=list)
 
 
+def diff(a: Tensor, b: Tensor) -> Tensor:
+    """``|a - b|``, 0 where equal (also equal infinities: a top-k's missing paths are ``-inf``)."""
+    return torch.where(a == b, 0.0, (a - b).abs())
+
+
 def max_rel(a: Tensor, b: Tensor) -> float:
-    return float(((a - b).abs() / b.abs().clamp(min=1e-6)).max())
+    return float((diff(a, b) / b.abs().clamp(min=1e-6)).max())
 
 
 def max_abs(a: Tensor, b: Tensor) -> float:
-    return float((a - b).abs().max())
+    return float(diff(a, b).max())
 
 
 def as_lists(paths: Tensor | list[list[int]]) -> list[list[int]]:
@@ -71,13 +125,16 @@ def check_agreement(
     outputs: Mapping[str, Mapping[str, Any]],
     extra: Mapping[str, Mapping[str, Callable[[], Any]]],
     reference: Callable[[], dict[str, Any]],
+    mask: Tensor,
+    num_tags: int,
 ) -> Agreement:
     """Run :data:`CHECKS` where both sides have the output; explain each disagreement.
 
     ``outputs[lib]`` holds the outputs of a library's timed calls; ``extra[lib]`` computes, on
     demand, the ones no timed call gives (crfhead's log Z); ``reference()`` is the float64 arbiter,
-    computed at the first disagreement.
+    computed at the first disagreement; ``mask`` ``(B, T)`` and ``num_tags`` are the case's.
     """
+    mask = mask.cpu()
     agr = Agreement()
     cache: dict[str, dict[str, Any]] = {}
 
@@ -97,22 +154,31 @@ def check_agreement(
         mine = None if anchor is None else get("crfhead", check.key)
         if mine is None:
             continue
-        if check.kind == "paths":
+        if check.kind == "valid":
+            problem = check_samples(check, mine, mask, num_tags, agr)
+        elif check.kind == "paths":
             problem = compare_paths(check, as_lists(mine), as_lists(anchor), agr, truth)
         else:
-            problem = compare_values(check, mine, anchor, agr, truth)
+            problem = compare_values(check, mine, anchor, agr, truth, mask)
         if problem:
             agr.problems.append(problem)
     return agr
 
 
 def compare_values(
-    check: Check, mine: Tensor, anchor: Tensor, agr: Agreement, truth: Callable[[str], Any]
+    check: Check,
+    mine: Tensor,
+    anchor: Tensor,
+    agr: Agreement,
+    truth: Callable[[str], Any],
+    mask: Tensor,
 ) -> str | None:
+    select = check.select or (lambda x, _: x)
+    mine, anchor = select(mine, mask), select(anchor, mask)
     err = max_rel if check.kind == "rel" else max_abs
     value = agr.values[check.column] = err(mine, anchor)
     if value > (RTOL if check.kind == "rel" else ATOL):
-        ref = truth(check.key).float()
+        ref = select(truth(check.key), mask).float()
         return (
             f"{check.what} vs {check.anchor}: max {check.kind} err {value:.2e}"
             f"; error vs float64 reference: crfhead {err(mine, ref):.1e}, "
@@ -139,4 +205,20 @@ def compare_paths(
         f"{check.what} vs {check.anchor}: {len(rows)} sequence(s) differ"
         f"; the float64 path is crfhead's in {ours_ok}/{len(rows)}, "
         f"{check.anchor}'s in {theirs_ok}/{len(rows)}"
+    )
+
+
+def check_samples(
+    check: Check, samples: Tensor, mask: Tensor, num_tags: int, agr: Agreement
+) -> str | None:
+    """Sampled paths ``(S, B, T)``: tags in ``[0, K)`` where unmasked, -1 exactly where masked."""
+    expected_missing = ~mask.expand_as(samples)
+    ok = torch.where(expected_missing, samples == -1, (samples >= 0) & (samples < num_tags))
+    valid = ok.all(-1)
+    agr.values[check.column] = f"{int(valid.sum())}/{valid.numel()}"
+    if bool(valid.all()):
+        return None
+    return (
+        f"{check.what}: {int((~valid).sum())} of {valid.numel()} sampled paths are not valid "
+        f"(tags in [0, {num_tags}) at unmasked positions, -1 exactly at masked ones)"
     )

@@ -3,7 +3,8 @@
 A user's machine runs other work beside the CRF: a second training job, DataLoader workers doing
 tensor work. :class:`Load` starts ``N`` background processes that each multiply matrices with
 ``threads`` torch threads (default 2) until stopped; :func:`run_contention` times crfhead's and
-pytorch-crf's calls four ways per case:
+pytorch-crf's calls of the three core ops (loss, decode, marginals: ``--ops`` does not apply here)
+four ways per case:
 
 * ``idle, 1 thread``: no background processes, ``torch.set_num_threads(1)``: the baseline;
 * ``idle, default``: no background processes, torch's default thread count;
@@ -19,6 +20,7 @@ agreement are not measured here (the plain run does that).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -29,7 +31,8 @@ from types import TracebackType
 
 import torch
 
-from bench.anchors import ADAPTERS, OPS
+from bench.adapter import CORE_OPS
+from bench.anchors import ADAPTERS
 from bench.cases import Case, make_inputs
 from bench.machine import load_average
 from bench.timing import Measurement, Timing, measure
@@ -124,7 +127,7 @@ def _time_phase(
     inp = make_inputs(case, device)
     for lib in libs:
         adapter = ADAPTERS[lib](inp)
-        for op in OPS:
+        for op in CORE_OPS:
             fn = adapter.op(op)
             if fn is None:
                 m = Measurement(unsupported=True)
@@ -146,7 +149,7 @@ def run_contention(
     """Every case and library of ``libs`` in the four :data:`PHASES`, beside ``count`` loaders of
     ``load_threads`` threads."""
     default = torch.get_num_threads()
-    timing = Timing(timing.warmup, timing.repeats, timing.cap_s, memory=False)
+    timing = dataclasses.replace(timing, memory=False)
     cells: dict[tuple[Case, str, str], dict[str, Measurement]] = {}
     phases = []
     threads = dict(zip(PHASES, (1, default, default, 1), strict=True))
@@ -163,7 +166,10 @@ def run_contention(
     finally:
         torch.set_num_threads(default)
     rows = [
-        Row(case, lib, op, cells[case, lib, op]) for op in OPS for case in cases for lib in libs
+        Row(case, lib, op, cells[case, lib, op])
+        for op in CORE_OPS
+        for case in cases
+        for lib in libs
     ]
     return rows, phases
 

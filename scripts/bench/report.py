@@ -2,8 +2,9 @@
 
 One table per op (times, ratios, peak memory) and one of the agreement. Ratios are
 ``anchor_time / crfhead_time``: above 1 means crfhead is faster. Cell marks: ``*`` capped (fewer
-timed calls), ``†`` other processes used more than :data:`CONTENDED_CORES` cores while it ran,
-``—`` the library has no such op or the agreement check did not run.
+timed calls), ``**`` a single call, ``†`` other processes used more than :data:`CONTENDED_CORES`
+cores while it ran, ``—`` the library has no such op or the agreement check did not run, "too big"
+not run (predicted memory over ``--max-gib``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from bench.adapter import K_BEST, NUM_SAMPLES
 from bench.agreement import CHECKS, Agreement
 from bench.anchors import LIBS, OPS
 from bench.cases import Case
@@ -29,6 +31,11 @@ TITLES = {
     "loss": "loss: NLL forward + backward (grads of emissions and CRF parameters)",
     "decode": "decode: Viterbi paths",
     "marginals": "marginals: node marginals (pytorch-crf has none)",
+    "edge_marginals": "edge_marginals: edge marginals (B, T-1, K, K) (pytorch-crf has none)",
+    "entropy": "entropy: entropy of p(z | x) (pytorch-crf has none)",
+    "topk": f"topk: the {K_BEST} best paths and their scores (pytorch-crf has none)",
+    "sample": f"sample: {NUM_SAMPLES} sampled paths per chain (pytorch-crf has none)",
+    "max_marginals": "max_marginals: max-marginals (crfhead only: neither anchor has them)",
 }
 
 
@@ -70,7 +77,9 @@ def header_lines(settings: Settings, elapsed_s: float) -> list[str]:
         f"crfhead {version('crfhead')} ({git_revision()}), pytorch-crf {version('pytorch-crf')}, "
         f"torch-struct {version('torch-struct')}",
         f"float32; median of {timing.repeats} timed calls after {timing.warmup} warm-up calls "
-        f"({CAPPED_REPEATS} calls, marked *, when a warm-up call exceeds {timing.cap_s:g} s); "
+        f"({CAPPED_REPEATS} calls, marked *, when a warm-up call exceeds {timing.cap_s:g} s; "
+        f"the first call alone, marked ** and without memory, when it exceeds "
+        f"{timing.single_s:g} s); "
         "ratio = anchor ms / crfhead ms (> 1: crfhead faster); "
         "MiB = peak extra memory of one call",
         f"† = other processes used more than {CONTENDED_CORES:g} cores on average while the cell "
@@ -88,9 +97,12 @@ def fmt_ms(m: Measurement) -> str:
         return "skipped"
     if m.unsupported:
         return "—"
+    if m.refused:
+        return "too big"
     if m.ms is None:
         return "error"
-    return f"{m.ms:.2f}{'*' if m.capped else ''}{'†' if contended(m) else ''}"
+    mark = "**" if m.single else "*" if m.capped else ""
+    return f"{m.ms:.2f}{mark}{'†' if contended(m) else ''}"
 
 
 def fmt_ratio(anchor: Measurement, ours: Measurement) -> str:
@@ -135,12 +147,15 @@ def op_table(op: str, cases: list[Case], results: list[Results]) -> Table:
     return head, rows
 
 
-def agreement_table(cases: list[Case], agreements: list[Agreement]) -> Table:
-    head = [*CASE_HEAD, *(c.column for c in CHECKS), "status"]
+def agreement_table(
+    cases: list[Case], agreements: list[Agreement], ops: tuple[str, ...] = OPS
+) -> Table:
+    checks = [c for c in CHECKS if c.op in ops]
+    head = [*CASE_HEAD, *(c.column for c in checks), "status"]
     rows = [
         [
             *case_cells(case),
-            *(fmt_agreement(a.values.get(c.column)) for c in CHECKS),
+            *(fmt_agreement(a.values.get(c.column)) for c in checks),
             "**DISAGREE**" if a.problems else "ok",
         ]
         for case, a in zip(cases, agreements, strict=True)
@@ -164,11 +179,13 @@ def report(
     agreements: list[Agreement],
     elapsed_s: float,
     markdown: bool,
+    ops: tuple[str, ...] = OPS,
 ) -> str:
+    """The whole report: header, one table per op of ``ops`` (in :data:`OPS` order), agreement."""
     md = markdown
     lines = ["# crfhead CRF vs pytorch-crf vs torch-struct", ""] if md else []
     lines += [f"- {h}" if md else h for h in header_lines(settings, elapsed_s)]
-    for op in OPS:
+    for op in (op for op in OPS if op in ops):
         lines += ["", f"## {TITLES[op]}" if md else f"== {TITLES[op]}", ""]
         lines += render(*op_table(op, cases, results), md)
     lines += [
@@ -176,7 +193,7 @@ def report(
         "## agreement (max errors; paths: identical / total)" if md else "== agreement",
         "",
     ]
-    lines += render(*agreement_table(cases, agreements), md)
+    lines += render(*agreement_table(cases, agreements, ops), md)
     problems = [(c, p) for c, a in zip(cases, agreements, strict=True) for p in a.problems]
     errors = [
         (c, lib, op, m.error)
@@ -190,5 +207,13 @@ def report(
         lines += [f"- **ERROR** {c.label} {lib} {op}: {e}" for c, lib, op, e in errors]
     else:
         lines += ["", "All libraries agree on every case."]
+    refused = [
+        f"- not run: {c.label} {lib} {op}: {m.refused}"
+        for c, res in zip(cases, results, strict=True)
+        for (lib, op), m in res.items()
+        if m.refused
+    ]
+    if refused:
+        lines += ["", *refused]
     lines += ["", f"Total run time: {elapsed_s:.0f} s."]
     return "\n".join(lines)

@@ -4,7 +4,10 @@ Timing: ``warmup`` untimed calls, then the median of ``repeats`` timed calls, ``
 around each call (``torch.cuda.synchronize`` on CUDA). Time cap: if the first warm-up call takes
 longer than ``cap_s`` (torch-struct at K=64 materialises ``(B, T/2, K, K, K)`` tensors and takes
 seconds a call), the other warm-up calls are skipped (except the memory-profiled one) and only
-:data:`CAPPED_REPEATS` timed calls are made; such cells are marked ``*``.
+:data:`CAPPED_REPEATS` timed calls are made; such cells are marked ``*``. If it takes longer than
+``single_s`` (torch-struct's top-k takes a minute a call at ``(64, 128, 17)``), that first call is
+the measurement: no other call, no memory profile; such cells are marked ``**`` (the time then
+includes one-off costs such as first-touch page faults, a small part of a call that long).
 
 Peak memory (MiB): the peak *extra* memory of one untimed call. On CPU, the second warm-up call
 runs under ``torch.profiler.profile(profile_memory=True)``; every allocation and free of PyTorch's
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import statistics
 import sys
@@ -49,6 +53,8 @@ class Timing:
     repeats: int
     cap_s: float
     memory: bool  # False with ``--no-memory``
+    single_s: float = math.inf  # a first call slower than this is the only one (``--single-s``)
+    max_gib: float = math.inf  # cells predicted to need more memory are not run (``--max-gib``)
 
 
 @dataclass
@@ -58,10 +64,12 @@ class Measurement:
     ms: float | None = None
     repeats: int = 0
     capped: bool = False
+    single: bool = False  # the first call, slower than ``single_s``, was the only one
     mib: float | None = None
     error: str | None = None
     skipped: bool = False
     unsupported: bool = False
+    refused: str | None = None  # why the cell was not run (predicted memory over ``max_gib``)
     others_cores: float | None = None  # mean CPU use of other processes while this cell ran
 
 
@@ -87,12 +95,13 @@ def time_op(
     repeats: int,
     cap_s: float,
     profiled: Op | None = None,
+    single_s: float = math.inf,
 ) -> tuple[Measurement, dict[str, Any]]:
     """Warm up, then time ``repeats`` calls (3 if a warm-up call exceeds ``cap_s``); median in ms.
 
     ``profiled``, if given, is called (untimed) right after the first warm-up call, and counts as
     the second warm-up call. It never decides the cap: the profiler's own overhead can be seconds
-    for thousands of small ops.
+    for thousands of small ops. A first call slower than ``single_s`` is the measurement alone.
     """
     out: dict[str, Any] = {}
     capped = False
@@ -101,6 +110,8 @@ def time_op(
             out = profiled()
             continue
         seconds, out = timed(fn, sync)
+        if i == 0 and seconds > single_s:
+            return Measurement(ms=1e3 * seconds, repeats=1, capped=True, single=True), out
         if seconds > cap_s:
             capped = True
             break
@@ -177,8 +188,9 @@ def measure(fn: Op, device: torch.device, timing: Timing) -> tuple[Measurement, 
         timing.repeats,
         timing.cap_s,
         profiled if on_cpu else None,
+        timing.single_s,
     )
-    if device.type == "cuda" and timing.memory:
+    if device.type == "cuda" and timing.memory and not m.single:
         profiled()
     m.others_cores = clock.others_cores()
     m.mib = mem[0] if mem else None
