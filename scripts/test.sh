@@ -14,5 +14,6 @@ CRFHEAD_BACKEND=portable .venv/bin/python -m pytest -q -p no:cacheprovider \
   tests/engine/test_chain.py tests/heads/test_crf.py tests/heads/test_heads.py tests/theory/test_theory.py \
   tests/inference
 TRITON_INTERPRET=1 .venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/engine/test_backends.py tests/engine/test_exact_scale.py tests/scripts/test_gpu_check.py \
+  tests/engine/test_backends.py tests/engine/test_exact_scale.py tests/engine/test_fused_ops.py \
+  tests/scripts/test_gpu_check.py \
   -k "triton or gpu_check"

@@ -12,6 +12,10 @@ when given float64).
 * ``marginals``, ``edge_marginals``, ``max_marginals``, ``entropy``;
 * ``viterbi``, ``topk``, ``posterior_decode`` (minimum-Bayes-risk, Theorem 4), ``sample``.
 
+Every function takes ``backend=``; each runs as one fused call (or two) on the ``cpu`` backend, and
+the portable scan runs where a result must carry autograd history that the fused call does not give
+(the marginals, edge marginals, max-marginals and entropy of potentials that require gradients).
+
 Layers below, imported one way: :mod:`~crfhead.engine.backends` (select, autograd, portable, cpu,
 triton) → :mod:`~crfhead.engine.decode` → :mod:`~crfhead.engine.scan` →
 :mod:`~crfhead.engine.semiring`, :mod:`~crfhead.engine.potentials` → :mod:`crfhead.numerics`.
@@ -28,9 +32,10 @@ from torch import Tensor
 
 from crfhead.engine import decode, scan
 from crfhead.engine.backends import autograd
+from crfhead.engine.backends.autograd import Kernel
 from crfhead.engine.backends.select import kernel, resolve
 from crfhead.engine.potentials import ChainPotentials, check_tag_range, constrain, make_potentials
-from crfhead.numerics import no_autocast
+from crfhead.numerics import is_tracing, no_autocast
 
 __all__ = [
     "ChainPotentials",
@@ -123,29 +128,55 @@ def marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     return kernel(name).marginals(pot)
 
 
+def _untraced(pot: ChainPotentials, backend: str | None, *, graph: bool) -> Kernel:
+    """The kernel for an op the fused backends run outside tracing only (no custom op for it).
+
+    With ``graph``, an op whose result must carry autograd history when the potentials require
+    gradients: the portable scan then runs (differentiable by autograd).
+    """
+    name = resolve(pot.emissions.device, backend)
+    if name != "portable" and (is_tracing() or (graph and pot.differentiable)):
+        name = "portable"
+    return kernel(name)
+
+
 @_autocast_off
-def edge_marginals(pot: ChainPotentials) -> Tensor:
+def edge_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """Edge marginals, ``(B, T-1, K, K)``.
 
     Entry ``[b, t-1, i, j]`` is p(tag i at the previous unmasked position, tag j at ``t``); 0 where
-    ``t`` is masked or has no unmasked predecessor.
+    ``t`` is masked or has no unmasked predecessor. One fused call on the ``cpu`` backend; the
+    portable scan (differentiable) when the potentials require gradients.
     """
-    return scan.edge_marginals(pot)
+    return _untraced(pot, backend, graph=True).edge_marginals(pot)
 
 
 @_autocast_off
-def max_marginals(pot: ChainPotentials) -> Tensor:
+def max_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """Max-marginals ``mu_t(k) = max_{z: z_t = k} p(z | x)``, ``(B, T, K)``; 0 at masked positions.
 
     Theorem 1 (b) in the max semiring, divided by ``Z``: equal to ``p(viterbi path)`` along that path.
+    Fused on the ``cpu`` backend (max-sums and ``log Z``, two calls); the portable scan when the
+    potentials require gradients.
     """
-    return scan.max_marginals(pot)
+    k = _untraced(pot, backend, graph=True)
+    both, best = k.max_sums(pot)
+    log_z = k.forward_backward(pot, marginals=False).value
+    with k.glue(pot):
+        return scan.max_marginals_from(pot, both, best, log_z)
 
 
 @_autocast_off
-def entropy(pot: ChainPotentials) -> Tensor:
-    """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals; 0 if empty."""
-    return scan.entropy(pot)
+def entropy(pot: ChainPotentials, backend: str | None = None) -> Tensor:
+    """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals; 0 if empty.
+
+    One fused forward-backward on the ``cpu`` and ``triton`` backends; the portable scan
+    (differentiable) when the potentials require gradients.
+    """
+    k = _untraced(pot, backend, graph=True)
+    parts = k.forward_backward(pot, marginals=True, edges=True)
+    with k.glue(pot):
+        return scan.entropy_from(pot, parts)
 
 
 @_autocast_off
@@ -172,18 +203,42 @@ def viterbi(pot: ChainPotentials, backend: str | None = None) -> tuple[Tensor, T
 
 
 @_autocast_off
-def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
+def topk(pot: ChainPotentials, k: int, backend: str | None = None) -> tuple[Tensor, Tensor]:
     """The ``k`` highest-scoring paths of each chain, best first.
 
     Paths that do not exist (the row has fewer than ``k`` allowed paths: paths through a ``-inf``
     score are not paths) are reported as missing: score ``-inf`` and path all ``-1``; every path
     returned with a finite score exists, however low that score. An empty row has one path, the empty
-    one, of score 0.
+    one, of score 0. Ties go to the lowest previous tag on the fused backend; the scores are
+    differentiable (the paths' scores) when the potentials require gradients.
 
     Returns:
         ``(scores, paths)``: ``(B, k)`` and ``(B, k, T)`` int64 (``-1`` at masked positions).
     """
-    return decode.topk(pot, k)
+    if k < 1:
+        raise ValueError(f"k-best needs k >= 1, got k={k}")
+    name = resolve(pot.emissions.device, backend)
+    if name == "portable" or is_tracing():
+        return decode.topk(pot, k)
+    fused = kernel(name)
+    scores, paths = fused.topk(pot, k)
+    if pot.differentiable:
+        with fused.glue(pot):
+            scores = torch.where(scores > float("-inf"), _path_scores(pot, paths), scores)
+    return scores, paths
+
+
+def _path_scores(pot: ChainPotentials, paths: Tensor) -> Tensor:
+    """Scores ``(B, R)`` of ``R`` paths per chain ``(B, R, T)`` (differentiable; ``-1`` entries read as 0)."""
+    B, R, T = paths.shape
+    spread = ChainPotentials(
+        pot.emissions.repeat_interleave(R, 0),
+        pot.transitions.repeat_interleave(R, 0) if pot.per_position else pot.transitions,
+        pot.start,
+        pot.end,
+        pot.mask.repeat_interleave(R, 0),
+    )
+    return scan.score(spread, paths.clamp(min=0).reshape(B * R, T)).reshape(B, R)
 
 
 @_autocast_off
@@ -208,16 +263,28 @@ def posterior_decode(
 
 @_autocast_off
 def sample(
-    pot: ChainPotentials, num_samples: int, generator: torch.Generator | None = None
+    pot: ChainPotentials,
+    num_samples: int,
+    generator: torch.Generator | None = None,
+    backend: str | None = None,
 ) -> Tensor:
-    """Exact samples of ``p(z | x)`` by forward filtering, backward sampling.
+    """Exact samples of ``p(z | x)``.
+
+    On the ``cpu`` backend, draws from the fused edge marginals (``p(z_t | z_t')`` is an edge
+    marginal over a node marginal); on the portable one, forward filtering, backward sampling. The
+    two draw different (equally exact) samples from the same generator.
 
     Args:
         pot: the chain potentials.
         num_samples: ``S``, samples per chain.
         generator: optional random generator on the potentials' device.
+        backend: see :mod:`crfhead.engine.backends.select`.
 
     Returns:
-        ``(S, B, T)`` int64 paths, ``-1`` at masked positions.
+        ``(S, B, T)`` int64 paths, ``-1`` at masked positions (and everywhere for a row with no
+        valid path).
     """
-    return decode.sample(pot, num_samples, generator)
+    if num_samples < 1:
+        raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    with torch.no_grad():
+        return _untraced(pot, backend, graph=False).sample(pot, num_samples, generator)

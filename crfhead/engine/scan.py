@@ -40,11 +40,14 @@ __all__ = [
     "double_backward",
     "edge_marginals",
     "entropy",
+    "entropy_from",
     "forward_scan",
     "log_partition",
     "log_partition_grads",
     "marginals",
     "max_marginals",
+    "max_marginals_from",
+    "max_sums",
     "moments",
     "node_marginals",
     "pair_marginals",
@@ -315,9 +318,28 @@ def max_marginals(pot: ChainPotentials) -> Tensor:
 
     Theorem 1 (b) in the max semiring, divided by ``Z``: equal to ``p(viterbi path)`` along that path.
     """
+    return max_marginals_from(pot, *max_sums(pot), log_partition(pot))
+
+
+def max_sums(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
+    """``(both, best)``: the max-product ``alpha_t + beta_t`` and the best score ``(B,)``.
+
+    ``both`` ``(B, T, K)`` is the best score of a path through each ``(t, k)``, up to a shift per
+    ``(b, t)``.
+    """
     fwd = forward_scan(_MAX, pot)
-    both = fwd.alphas[..., 0] + backward_scan(_MAX, pot)  # (B, T, K), up to a per-(b, t) shift
-    best, log_z = fwd.total[:, 0], forward_scan(_LOG, pot).total[:, 0]
+    return fwd.alphas[..., 0] + backward_scan(_MAX, pot), fwd.total[:, 0]
+
+
+def max_marginals_from(pot: ChainPotentials, both: Tensor, best: Tensor, log_z: Tensor) -> Tensor:
+    """Max-marginals from the max-sums, the best score and ``log Z``.
+
+    ``both`` ``(B, T, K)`` is the best score through each ``(t, k)``, up to a shift per ``(b, t)``;
+    ``best`` and ``log_z`` are ``(B,)``.
+
+    Each position is shifted so that its best entry is ``log p(best path)``: the best path's
+    max-marginal is exactly its probability, whatever the rounding of the sums.
+    """
     found = best > float("-inf")
     log_best = torch.where(
         found, best - torch.where(found, log_z, 0.0), float("-inf")
@@ -332,18 +354,25 @@ def entropy(pot: ChainPotentials) -> Tensor:
 
     0 for an empty row and for a row with no valid path.
     """
-    fwd = forward_scan(_LOG, pot)
-    alphas = fwd.alphas[..., 0]
-    betas = backward_scan(_LOG, pot)
-    node = node_marginals(pot, alphas, betas)
-    edge = pair_marginals(pot, alphas, betas)
+    return entropy_from(pot, moments(pot, edges=True))
+
+
+def entropy_from(pot: ChainPotentials, m: Moments) -> Tensor:
+    """The entropy ``log Z - E[score(z)]`` from a forward-backward's parts (any backend's).
+
+    ``m`` holds ``log Z`` and the node, first, last and edge marginals (the edges summed over
+    positions with shared transitions, per edge otherwise).
+    """
+    assert m.node is not None and m.edge is not None and m.first is not None and m.last is not None
     # A forbidden (-inf) score has probability exactly 0: its term is 0, never 0 * -inf.
     emissions, start, end = (without_impossible(x) for x in (pot.emissions, pot.start, pot.end))
-    expected = (node * emissions).sum((1, 2))
-    expected = expected + (node * pot.is_first[..., None] * start).sum((1, 2))
-    expected = expected + (node * pot.is_last[..., None] * end).sum((1, 2))
-    expected = expected + (edge * without_impossible(pot.edge_transitions())).sum((1, 2, 3))
-    log_z = fwd.total[:, 0]
+    transitions = without_impossible(pot.transitions)
+    expected = (m.node * emissions).sum((1, 2)) + m.first @ start + m.last @ end
+    if pot.per_position:
+        expected = expected + (m.edge * transitions).sum((1, 2, 3))
+    else:
+        expected = expected + (m.edge * transitions).sum((1, 2))
+    log_z = m.value
     return torch.where(log_z > float("-inf"), log_z - expected, 0.0)
 
 

@@ -126,13 +126,16 @@ def test_float32_inputs_are_exact_to_float32_precision_at_every_scale(
         )
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("scale", SCALES)
-def test_topk_reports_exactly_the_valid_paths_whatever_their_scores(scale: float) -> None:
+def test_topk_reports_exactly_the_valid_paths_whatever_their_scores(
+    backend: str, scale: float
+) -> None:
     for seed in range(6):
         T, K = 1 + seed % 4, 2 + seed % 2
         args = forbidden_chain(200 + seed, 3, T, K, bool(seed % 2), scale)
         k = 6
-        scores, paths = topk(make_potentials(*args), k)
+        scores, paths = topk(make_potentials(*args), k, backend=backend)
         for b, row in enumerate(enumerate_rows(*args)):
             want = row.sorted_scores()[:k]
             n = len(want)
@@ -328,15 +331,18 @@ def test_padding_may_hold_nan_and_inf_and_is_never_read(backend: str) -> None:
     assert not bool(grad.isnan().any()) and bool((grad[pad] == 0).all())
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("scale", SCALES)
-def test_entropy_max_marginals_and_samples_with_forbidden_scores(scale: float) -> None:
+def test_entropy_max_marginals_and_samples_with_forbidden_scores(
+    backend: str, scale: float
+) -> None:
     for seed in range(4):
         args = forbidden_chain(400 + seed, 3, 4, 3, bool(seed % 2), scale)
         pot = make_potentials(*args)
         rows = enumerate_rows(*args)
-        ent = entropy(pot)
-        mu = max_marginals(pot)
-        draws = sample(pot, 20, generator=torch.Generator().manual_seed(seed))
+        ent = entropy(pot, backend=backend)
+        mu = max_marginals(pot, backend=backend)
+        draws = sample(pot, 20, generator=torch.Generator().manual_seed(seed), backend=backend)
         assert not bool(ent.isnan().any()) and not bool(mu.isnan().any())
         torch.testing.assert_close(
             mu, torch.stack([r.max_marginals() for r in rows]), rtol=0, atol=1e-9

@@ -14,6 +14,7 @@ for backends (portable, triton) without a fused loss.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Protocol
 
 import torch
@@ -71,6 +72,34 @@ class Kernel(Protocol):
 
     def viterbi(self, pot: ChainPotentials) -> tuple[Tensor, Tensor]:
         """Best scores ``(B,)`` and paths ``(B, T)`` (``-1`` where masked); ties to the lowest tag."""
+        ...
+
+    def glue(self, pot: ChainPotentials) -> contextlib.AbstractContextManager[None]:
+        """The context for the torch operations that combine this kernel's results on ``pot``.
+
+        The cpu kernel keeps them on one thread where its own call does (see ``serial_torch``).
+        """
+        ...
+
+    def edge_marginals(self, pot: ChainPotentials) -> Tensor:
+        """Edge marginals ``(B, T-1, K, K)``, entry ``t-1`` the edge entering ``t``; no autograd history."""
+        ...
+
+    def max_sums(self, pot: ChainPotentials) -> tuple[Tensor, Tensor]:
+        """The best score through each ``(t, k)`` ``(B, T, K)`` and the best score ``(B,)``.
+
+        The first may be shifted per ``(b, t)``.
+        """
+        ...
+
+    def topk(self, pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
+        """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)``, missing ones ``-inf``, ``-1``."""
+        ...
+
+    def sample(
+        self, pot: ChainPotentials, num_samples: int, generator: torch.Generator | None
+    ) -> Tensor:
+        """``(S, B, T)`` exact samples of ``p(z | x)``, ``-1`` at masked positions."""
         ...
 
 

@@ -58,15 +58,21 @@ __all__ = [
     "CUSTOM_OPS",
     "PARALLEL_WORK",
     "SOURCE",
+    "edge_marginals",
+    "edge_marginals_parts",
     "forward_backward",
+    "glue",
     "lanes",
     "library_path",
     "marginals",
+    "max_sums",
     "nll",
+    "sample",
     "scale_grads",
     "serial_torch",
     "status",
     "threads_for",
+    "topk",
     "uses_openmp",
     "viterbi",
 ]
@@ -101,7 +107,7 @@ thread. Waking a helper costs the caller about 15 microseconds, and a sleeping h
 microseconds later, so it only pays in calls of a few tenths of a millisecond or more: here about
 0.5 ms for the loss and 0.25 ms for Viterbi on one core of a 2-core AMD EPYC VM. Of the benchmark
 sizes, (32, 50, 9) and (8, 1024, 9) (one block of sequences anyway) stay on one thread."""
-_ABI = 6
+_ABI = 7
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _error: str | None = None
@@ -227,6 +233,18 @@ def _build() -> ctypes.CDLL:
         vit = getattr(cdll, f"crfhead_viterbi_{suffix}")
         vit.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, c_int]
         vit.restype = None
+        em = getattr(cdll, f"crfhead_edge_marginals_{suffix}")
+        em.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, c_int]
+        em.restype = None
+        ms = getattr(cdll, f"crfhead_max_sums_{suffix}")
+        ms.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, c_int]
+        ms.restype = None
+        tk = getattr(cdll, f"crfhead_topk_{suffix}")
+        tk.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, i64, p, p, c_int]
+        tk.restype = None
+        sm = getattr(cdll, f"crfhead_sample_{suffix}")
+        sm.argtypes = [p, p, p, p, i64, i64, i64, i64, p, c_int]
+        sm.restype = None
     cdll.crfhead_torch_threads.argtypes = [c_int]
     cdll.crfhead_torch_threads.restype = c_int
     register_thread_setter(cdll.crfhead_torch_threads)
@@ -551,6 +569,126 @@ def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
         best: tuple[Tensor, Tensor] = ops.viterbi_op(*(x.detach() for x in chain))
         return best
     return viterbi_parts(chain)
+
+
+def _chain(pot: ChainPotentials) -> Chain:
+    return (
+        pot.emissions.detach(),
+        pot.transitions.detach(),
+        pot.start.detach(),
+        pot.end.detach(),
+        pot.mask,
+    )
+
+
+def glue(pot: ChainPotentials) -> contextlib.AbstractContextManager[None]:
+    """The context for torch's operations that combine this kernel's results on ``pot``.
+
+    They run on one thread where the kernel's call does (see :func:`serial_torch`: small torch
+    operations that go parallel spin-wait for descheduled threads on a busy machine).
+    """
+    B, T, K = pot.shape
+    return serial_torch(_threads(B, T, K, pot.per_position, pot.emissions.dtype) == 1)
+
+
+def edge_marginals_parts(chain: Chain) -> tuple[Tensor, Tensor, Tensor]:
+    """The native forward-backward with per-edge output, also with shared transitions.
+
+    Returns ``log Z`` ``(B,)``, node ``(B, T, K)`` and edge marginals ``(B, T-1, K, K)`` (entry
+    ``t-1``: the edge entering ``t``).
+    """
+    lib = _library()
+    B, T, K = chain[0].shape
+    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
+    with serial_torch(threads == 1):
+        args, keep = _args(chain)
+        dtype = keep[0].dtype
+        logz = torch.empty(B, dtype=dtype)
+        node = torch.empty(B, T, K, dtype=dtype)
+        edge = torch.empty(B, max(T - 1, 0), K, K, dtype=dtype)
+        fn = getattr(lib, f"crfhead_edge_marginals_{_suffix(dtype)}")
+        fn(
+            *args,
+            logz.data_ptr(),
+            node.data_ptr(),
+            edge.data_ptr() if edge.numel() else None,
+            threads,
+        )
+    del keep
+    return logz, node, edge
+
+
+def edge_marginals(pot: ChainPotentials) -> Tensor:
+    """Edge marginals ``(B, T-1, K, K)`` in one fused call (no autograd history)."""
+    return edge_marginals_parts(_chain(pot))[2]
+
+
+def _per_sequence_threads(B: int, work: int, dtype: torch.dtype) -> int:
+    """:func:`_threads` for a kernel whose tasks are single sequences of ``work`` operations each."""
+    return _threads(B, work, 1, True, dtype)
+
+
+def max_sums(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
+    """``(sums, best)``: the best score through each ``(t, k)`` and the best score.
+
+    ``sums`` ``(B, T, K)`` is ``-inf`` where no valid path passes or ``t`` is masked; ``best``
+    ``(B,)`` is 0 for an empty row.
+    """
+    lib = _library()
+    B, T, K = pot.shape
+    threads = _per_sequence_threads(B, 2 * T * K * K, pot.emissions.dtype)
+    with serial_torch(threads == 1):
+        args, keep = _args(_chain(pot))
+        dtype = keep[0].dtype
+        sums = torch.empty(B, T, K, dtype=dtype)
+        best = torch.empty(B, dtype=dtype)
+        getattr(lib, f"crfhead_max_sums_{_suffix(dtype)}")(
+            *args, sums.data_ptr(), best.data_ptr(), threads
+        )
+    del keep
+    return sums, best
+
+
+def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
+    """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)`` (missing: ``-inf``, ``-1``)."""
+    lib = _library()
+    B, T, K = pot.shape
+    threads = _per_sequence_threads(B, T * K * K * k, pot.emissions.dtype)
+    with serial_torch(threads == 1):
+        args, keep = _args(_chain(pot))
+        dtype = keep[0].dtype
+        scores = torch.empty(B, k, dtype=dtype)
+        paths = torch.empty(B, k, T, dtype=torch.long)
+        getattr(lib, f"crfhead_topk_{_suffix(dtype)}")(
+            *args, k, scores.data_ptr(), paths.data_ptr(), threads
+        )
+    del keep
+    return scores, paths
+
+
+def sample(pot: ChainPotentials, num_samples: int, generator: torch.Generator | None) -> Tensor:
+    """``(S, B, T)`` exact samples: the fused edge marginals, then one native pass of draws."""
+    chain = _chain(pot)
+    _, node, edge = edge_marginals_parts(chain)
+    B, T, K = node.shape
+    with glue(pot):
+        u = torch.rand((num_samples, B, T), generator=generator, dtype=torch.float64)
+    paths = torch.empty(num_samples, B, T, dtype=torch.long)
+    mask = _c(pot.mask, torch.bool).view(torch.uint8)
+    threads = _per_sequence_threads(B, num_samples * T * K, node.dtype)
+    getattr(_library(), f"crfhead_sample_{_suffix(node.dtype)}")(
+        node.data_ptr(),
+        edge.data_ptr() if edge.numel() else None,
+        mask.data_ptr(),
+        u.data_ptr(),
+        num_samples,
+        B,
+        T,
+        K,
+        paths.data_ptr(),
+        threads,
+    )
+    return paths
 
 
 from crfhead.engine.backends import ops  # noqa: E402  (registers the custom ops)

@@ -1,9 +1,10 @@
 // Fused CPU kernels of the linear-chain dynamic programs (the "cpu" backend of crfhead.backends).
 //
 // Plain C++17 with a C ABI (no torch headers: it compiles in seconds and is loaded with ctypes). One
-// call runs the whole forward-backward (log Z, node marginals, edge marginals, the marginals of the
-// first and last tag, and for the loss the gold score and marginals - gold counts) or the whole Viterbi
-// with back-trace, for every sequence of the batch. The contract is crfhead.potentials.ChainPotentials:
+// call runs the whole forward-backward (log Z, node marginals, edge marginals summed or per edge, the
+// marginals of the first and last tag, and for the loss the gold score and marginals - gold counts),
+// the whole Viterbi with back-trace, the max-sums (max-marginals up to log Z), the k best paths, or
+// the draws of samples from a forward-backward's marginals, for every sequence of the batch. The contract is crfhead.potentials.ChainPotentials:
 //   emissions   (B, T, K)
 //   transitions (K, K) shared, or (B, T-1, K, K) per edge (entry t-1 enters position t), [from, to]
 //   start, end  (K,)
@@ -41,7 +42,8 @@
 // marginals are exact for scores of any magnitude. Max-product (Viterbi) runs in log space (adds and
 // compares only); back-pointers are not stored but recomputed along the best path (the same
 // additions, so bit-identical). Ties go to the lowest previous tag and the lowest final tag, as
-// torch.max does in the portable backend.
+// torch.max does in the portable backend. The max-sums and the k best paths run one sequence at a time
+// in log space (k-best merges the K sorted lists of the previous states' k best prefixes).
 
 #include <algorithm>
 #include <atomic>
@@ -300,6 +302,13 @@ struct Out {
   S* edge;   // (B, K, K) shared or (B, T-1, K, K) per edge
   S* first;  // (B, K)
   S* last;   // (B, K)
+  bool per_edge = false;  // edge is (B, T-1, K, K) per edge also with shared transitions
+
+  // Where the edge marginals of the edge entering position t >= 1 of sequence b go: the sequence's
+  // (K, K) sum, or entry t-1 of its per-edge ones.
+  S* edge_at(const Chain<S>& c, int64_t b, int64_t t) const {
+    return per_edge ? edge + (b * (c.T - 1) + (t - 1)) * c.K * c.K : edge + b * c.K * c.K;
+  }
 };
 
 // The shared (K, K) transitions and the start/end vectors in scaled probability space.
@@ -354,7 +363,7 @@ void clear_one(const Chain<S>& c, int64_t b, const Out<S>& out) {
   if (out.logz) out.logz[b] = S(0);
   if (out.node) std::fill(out.node + b * T * K, out.node + (b + 1) * T * K, S(0));
   if (out.edge) {
-    const int64_t per = c.per_position ? std::max<int64_t>(T - 1, 0) * K * K : K * K;
+    const int64_t per = out.per_edge ? std::max<int64_t>(T - 1, 0) * K * K : K * K;
     std::fill(out.edge + b * per, out.edge + (b + 1) * per, S(0));
   }
   if (out.first) std::fill(out.first + b * K, out.first + (b + 1) * K, S(0));
@@ -381,10 +390,7 @@ void subtract_gold(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
       if (out.first) out.first[b * K + z] -= S(1);
     } else {
       total += c.edge(b, t)[prev * K + z];
-      if (out.edge) {
-        S* x = c.per_position ? out.edge + (b * (T - 1) + (t - 1)) * K * K : out.edge + b * K * K;
-        x[prev * K + z] -= S(1);
-      }
+      if (out.edge) out.edge_at(c, b, t)[prev * K + z] -= S(1);
     }
     if (i == n - 1) {
       total += c.end[z];
@@ -445,7 +451,7 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
         w.tmp[j * K + k] = w.la[(i - 1) * K + j] + tr_at(i, j, k) + em_at(i, k) + w.lb[i * K + k];
     const double z = logsumexp(w.tmp.data(), K * K);
     if (z == kNegInf) continue;
-    S* x = c.per_position ? out.edge + (b * (c.T - 1) + (pos[i] - 1)) * K * K : out.edge + b * K * K;
+    S* x = out.edge_at(c, b, pos[i]);
     for (int64_t q = 0; q < K * K; ++q) x[q] += static_cast<S>(std::exp(w.tmp[q] - z));
   }
 }
@@ -568,7 +574,7 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
       double tot = 0.0;
       for (int64_t j = 0; j < K; ++j) tot += static_cast<double>(ap[j]) * w.sprev[j];
       if (!(tot > Num<S>::tiny)) return false;
-      S* x = out.edge + (b * (c.T - 1) + (pos[i] - 1)) * K * K;
+      S* x = out.edge_at(c, b, pos[i]);
       const S inv = static_cast<S>(1.0 / tot);
       for (int64_t j = 0; j < K; ++j) {
         const S aj = ap[j] * inv;
@@ -837,7 +843,7 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
   w.beta.assign(K, one);
   w.nb.resize(K);
   w.wv.resize(K);
-  if (out.edge) w.acc.assign(K * K, V{});
+  if (out.edge && !out.per_edge) w.acc.assign(K * K, V{});
   for (int64_t i = N - 1; i >= 0; --i) {
     for (int l = 0; l < W; ++l)
       if (L.n[l] - 1 == i) {
@@ -875,11 +881,26 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
       for (int l = 0; l < W; ++l)
         if (active[l]) fail[l] |= !okt[l];
       const V invt = (okt & active) ? one / (okt ? tot : one) : V{};
-      // sum_i a_{i-1}(j) P(j, k) w_i(k) / tot_i: P(j, k) is factored out, applied at the end.
-      for (int64_t j = 0; j < K; ++j) {
-        const V aj = ap[j] * invt;
-        V* acc = w.acc.data() + j * K;
-        for (int64_t k = 0; k < K; ++k) acc[k] += aj * w.wv[k];
+      if (out.per_edge) {
+        // Each edge's a_{i-1}(j) P(j, k) w_i(k) / tot_i, lane by lane (a lane that fails later is
+        // rewritten by the fallback).
+        for (int l = 0; l < W; ++l) {
+          if (!active[l]) continue;
+          S* x = out.edge_at(c, L.b[l], L.pos[l][i]);
+          for (int64_t j = 0; j < K; ++j) {
+            const S aj = ap[j][l] * invt[l];
+            const S* row = P + j * K;
+            S* xr = x + j * K;
+            for (int64_t k = 0; k < K; ++k) xr[k] = aj * row[k] * w.wv[k][l];
+          }
+        }
+      } else {
+        // sum_i a_{i-1}(j) P(j, k) w_i(k) / tot_i: P(j, k) is factored out, applied at the end.
+        for (int64_t j = 0; j < K; ++j) {
+          const V aj = ap[j] * invt;
+          V* acc = w.acc.data() + j * K;
+          for (int64_t k = 0; k < K; ++k) acc[k] += aj * w.wv[k];
+        }
       }
     }
     V s2 = V{};
@@ -908,7 +929,7 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
       const S* g = out.node + (b * T + L.pos[l][L.n[l] - 1]) * K;
       std::copy(g, g + K, out.last + b * K);
     }
-    if (out.edge) {
+    if (out.edge && !out.per_edge) {
       S* x = out.edge + b * K * K;
       for (int64_t q = 0; q < K * K; ++q) x[q] = w.acc[q][l] * P[q];
     }
@@ -1222,10 +1243,13 @@ void scale_grads(const S* grad, const S* node, const S* edge, const S* first, co
 }
 
 template <typename S>
-void forward_backward(const Chain<S>& c, const Out<S>& out, int threads, const int64_t* tags = nullptr,
+void forward_backward(const Chain<S>& c, Out<S> out, int threads, const int64_t* tags = nullptr,
                       S* gold = nullptr) {
   constexpr int W = Simd<S>::W;
   const Rows rows(c.mask, c.B, c.T);
+  out.per_edge = out.edge && (out.per_edge || c.per_position);
+  if (out.per_edge && !c.per_position)  // only the edges into unmasked, linked positions are written
+    std::fill(out.edge, out.edge + c.B * std::max<int64_t>(c.T - 1, 0) * c.K * c.K, S(0));
   for (int64_t b = 0; b < c.B; ++b)  // outputs arrive uninitialised; empty rows stay 0
     if (rows.length(b) == 0) {
       clear_one(c, b, out);
@@ -1279,6 +1303,196 @@ void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int threads) {
   });
 }
 
+// ---------------------------------------------------------------- max-marginals, k-best, samples
+
+// Max-sums of sequence b: sums[(b * T + t) * K + k] is the best score of a path through tag k at
+// unmasked position t, the max-plus forward state plus the max-plus backward one (Theorem 1 (b) in
+// the max semiring), -inf where no valid path passes; best[b] is the best score. Log space, adds and
+// compares only, vectorised over tags; shared or per-edge transitions alike.
+template <typename S>
+void max_sums_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Work<S>& w, S* sums,
+                  S* best) {
+  const int64_t K = c.K, T = c.T;
+  const S ninf = -std::numeric_limits<S>::infinity();
+  w.sA.resize(n * K);
+  w.sw.resize(K);
+  w.sprev.resize(K);
+  const S* e0 = c.emission(b, pos[0]);
+  for (int64_t k = 0; k < K; ++k) w.sA[k] = c.start[k] + e0[k];
+  for (int64_t i = 1; i < n; ++i) {
+    const S* tr = c.edge(b, pos[i]);
+    const S* e = c.emission(b, pos[i]);
+    const S* prev = w.sA.data() + (i - 1) * K;
+    S* cur = w.sA.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) cur[k] = ninf;
+    for (int64_t j = 0; j < K; ++j) {
+      const S d = prev[j];
+      const S* row = tr + j * K;
+#pragma omp simd
+      for (int64_t k = 0; k < K; ++k) cur[k] = std::max(cur[k], d + row[k]);
+    }
+    for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
+  }
+  w.sbeta.assign(c.end, c.end + K);
+  S top = ninf;
+  for (int64_t k = 0; k < K; ++k) top = std::max(top, w.sA[(n - 1) * K + k] + c.end[k]);
+  best[b] = top;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const S* a = w.sA.data() + i * K;
+    S* o = sums + (b * T + pos[i]) * K;
+    for (int64_t k = 0; k < K; ++k) o[k] = a[k] + w.sbeta[k];
+    if (i == 0) break;
+    const S* tr = c.edge(b, pos[i]);
+    const S* e = c.emission(b, pos[i]);
+    for (int64_t k = 0; k < K; ++k) w.sw[k] = e[k] + w.sbeta[k];
+    for (int64_t j = 0; j < K; ++j) {
+      const S* row = tr + j * K;
+      S m = ninf;
+#pragma omp simd reduction(max : m)
+      for (int64_t k = 0; k < K; ++k) m = std::max(m, row[k] + w.sw[k]);
+      w.sprev[j] = m;
+    }
+    std::swap(w.sbeta, w.sprev);
+  }
+}
+
+template <typename S>
+void max_sums(const Chain<S>& c, S* sums, S* best, int threads) {
+  const Rows rows(c.mask, c.B, c.T);
+  std::fill(sums, sums + c.B * c.T * c.K, -std::numeric_limits<S>::infinity());
+  for (int64_t b = 0; b < c.B; ++b)
+    if (rows.length(b) == 0) best[b] = S(0);
+  run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>& w) {
+    const int64_t b = rows.order[task];
+    max_sums_one(c, b, rows.of(b), rows.length(b), w, sums, best);
+  });
+}
+
+// The R best paths of sequence b, best first: the R-max semiring in log space with back-pointers.
+// Each state keeps its R best prefixes in decreasing order, so a step merges K sorted lists (K R
+// compares per tag); ties go to the lowest previous tag, then the lower rank, so the order is
+// deterministic. Ranks that no path fills score -inf and keep their all -1 path (a path through a
+// -inf score is not a path).
+template <typename S>
+void topk_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, int64_t R, S* scores,
+              int64_t* paths) {
+  const int64_t K = c.K, T = c.T;
+  const S ninf = -std::numeric_limits<S>::infinity();
+  std::vector<S> val(n * K * R, ninf);
+  std::vector<int64_t> back(n * K * R, 0), head(K);  // back: previous tag * R + previous rank
+  const S* e0 = c.emission(b, pos[0]);
+  for (int64_t k = 0; k < K; ++k) val[k * R] = c.start[k] + e0[k];
+  // Merge the K lists src[j * R ..] + add(j) into R values (with their j * R + rank) at dst.
+  auto merge = [&](const S* src, auto add, S* dst, int64_t* from) {
+    std::fill(head.begin(), head.end(), int64_t(0));
+    for (int64_t r = 0; r < R; ++r) {
+      int64_t bj = -1;
+      S bv = ninf;
+      for (int64_t j = 0; j < K; ++j) {
+        if (head[j] >= R) continue;
+        const S v = src[j * R + head[j]] + add(j);
+        if (bj < 0 || v > bv) {
+          bv = v;
+          bj = j;
+        }
+      }
+      dst[r] = bv;
+      from[r] = bj * R + head[bj];
+      ++head[bj];
+    }
+  };
+  for (int64_t i = 1; i < n; ++i) {
+    const S* tr = c.edge(b, pos[i]);
+    const S* e = c.emission(b, pos[i]);
+    const S* prev = val.data() + (i - 1) * K * R;
+    for (int64_t k = 0; k < K; ++k) {
+      S* dst = val.data() + (i * K + k) * R;
+      merge(prev, [&](int64_t j) { return tr[j * K + k]; }, dst, back.data() + (i * K + k) * R);
+      for (int64_t r = 0; r < R; ++r) dst[r] += e[k];
+    }
+  }
+  std::vector<S> fin(R);
+  std::vector<int64_t> at(R);
+  merge(val.data() + (n - 1) * K * R, [&](int64_t j) { return c.end[j]; }, fin.data(), at.data());
+  for (int64_t q = 0; q < R; ++q) {
+    scores[b * R + q] = fin[q];
+    if (fin[q] == ninf) continue;  // fewer than q + 1 paths
+    int64_t* path = paths + (b * R + q) * T;
+    int64_t tag = at[q] / R, rank = at[q] % R;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      path[pos[i]] = tag;
+      if (i == 0) break;
+      const int64_t f = back[(i * K + tag) * R + rank];
+      tag = f / R;
+      rank = f % R;
+    }
+  }
+}
+
+template <typename S>
+void topk(const Chain<S>& c, int64_t R, S* scores, int64_t* paths, int threads) {
+  const Rows rows(c.mask, c.B, c.T);
+  std::fill(paths, paths + c.B * R * c.T, int64_t(-1));
+  for (int64_t b = 0; b < c.B; ++b)
+    if (rows.length(b) == 0) {  // one path, the empty one, of score 0
+      scores[b * R] = S(0);
+      std::fill(scores + b * R + 1, scores + (b + 1) * R, -std::numeric_limits<S>::infinity());
+    }
+  run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>&) {
+    const int64_t b = rows.order[task];
+    topk_one(c, b, rows.of(b), rows.length(b), R, scores, paths);
+  });
+}
+
+// The tag whose cumulative weight first exceeds u * sum(p) (p >= 0, K entries), or -1 if p is all 0.
+template <typename S>
+int64_t draw(const S* p, int64_t K, double u) {
+  double total = 0.0;
+  for (int64_t k = 0; k < K; ++k) total += static_cast<double>(p[k]);
+  if (!(total > 0.0)) return -1;
+  const double target = u * total;
+  double acc = 0.0;
+  int64_t last = -1;
+  for (int64_t k = 0; k < K; ++k) {
+    if (!(p[k] > S(0))) continue;
+    acc += static_cast<double>(p[k]);
+    last = k;
+    if (target < acc) return k;
+  }
+  return last;  // rounding put the target past the end: the last tag of nonzero weight
+}
+
+// Exact samples from the node marginals node (B, T, K) and the per-edge marginals edge (B, T-1, K,
+// K) of a forward-backward: the first unmasked tag from its marginal, each next one from the edge
+// marginals' row of the tag before, p(z_t | z_t') = edge(z_t', z_t) / node(z_t'). u (S, B, T) holds
+// uniforms in [0, 1), one per draw; paths (S, B, T) get -1 at masked positions and for every sample
+// of a row with no valid path (all-zero marginals). An edge row that is all 0 is reached only with a
+// probability below the float range; the draw then takes the tag's node marginal instead.
+template <typename S>
+void sample(const S* node, const S* edge, const uint8_t* mask, const double* u, int64_t NS, int64_t B,
+            int64_t T, int64_t K, int64_t* paths, int threads) {
+  const Rows rows(mask, B, T);
+  std::fill(paths, paths + NS * B * T, int64_t(-1));
+  run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>&) {
+    const int64_t b = rows.order[task], n = rows.length(b);
+    const int64_t* pos = rows.of(b);
+    for (int64_t s = 0; s < NS; ++s) {
+      const double* us = u + (s * B + b) * T;
+      int64_t* out = paths + (s * B + b) * T;
+      int64_t z = draw(node + (b * T + pos[0]) * K, K, us[pos[0]]);
+      if (z < 0) break;  // no valid path: every sample stays -1
+      out[pos[0]] = z;
+      for (int64_t i = 1; i < n; ++i) {
+        const int64_t t = pos[i];
+        int64_t next = draw(edge + ((b * (T - 1) + t - 1) * K + z) * K, K, us[t]);
+        if (next < 0) next = draw(node + (b * T + t) * K, K, us[t]);
+        z = next;
+        out[t] = z;
+      }
+    }
+  });
+}
+
 template <typename S>
 Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const uint8_t* mask, int64_t B,
                int64_t T, int64_t K, int per_position) {
@@ -1289,7 +1503,7 @@ Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const 
 
 extern "C" {
 
-int crfhead_abi_version() { return 6; }
+int crfhead_abi_version() { return 7; }
 
 int crfhead_openmp() {
 #if defined(_OPENMP)
@@ -1346,6 +1560,28 @@ void crfhead_pool_adaptive(int on) { Pool::adaptive.store(on != 0); }
                                 const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,     \
                                 S* scores, int64_t* paths, int num_threads) {                               \
     viterbi(chain(em, trans, start, end, mask, B, T, K, per_position), scores, paths, num_threads);        \
+  }                                                                                                         \
+  /* log Z, node and per-edge marginals (B, T-1, K, K), also with shared transitions */                    \
+  void crfhead_edge_marginals_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,          \
+                                       const uint8_t* mask, int64_t B, int64_t T, int64_t K,                \
+                                       int per_position, S* logz, S* node, S* edge, int num_threads) {      \
+    forward_backward(chain(em, trans, start, end, mask, B, T, K, per_position),                            \
+                     Out<S>{logz, node, edge, nullptr, nullptr, true}, num_threads);                        \
+  }                                                                                                         \
+  void crfhead_max_sums_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,                \
+                                 const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,    \
+                                 S* sums, S* best, int num_threads) {                                       \
+    max_sums(chain(em, trans, start, end, mask, B, T, K, per_position), sums, best, num_threads);          \
+  }                                                                                                         \
+  void crfhead_topk_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,                    \
+                             const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,        \
+                             int64_t R, S* scores, int64_t* paths, int num_threads) {                       \
+    topk(chain(em, trans, start, end, mask, B, T, K, per_position), R, scores, paths, num_threads);        \
+  }                                                                                                         \
+  void crfhead_sample_##SUFFIX(const S* node, const S* edge, const uint8_t* mask, const double* u,         \
+                               int64_t num_samples, int64_t B, int64_t T, int64_t K, int64_t* paths,        \
+                               int num_threads) {                                                           \
+    sample(node, edge, mask, u, num_samples, B, T, K, paths, num_threads);                                  \
   }
 
 CRFHEAD_DEFINE(f32, float)
