@@ -114,30 +114,39 @@ def nll(pot: ChainPotentials, tags: Tensor, backend: str | None = None) -> tuple
     return autograd.nll(kernel(resolve(pot.emissions.device, backend)), pot, tags)
 
 
+def _untraced(pot: ChainPotentials, backend: str | None) -> Kernel:
+    """The kernel for an op the fused backends run outside tracing only (no custom op for it)."""
+    name = resolve(pot.emissions.device, backend)
+    return kernel("portable" if is_tracing() else name)
+
+
+def _differentiable(
+    pot: ChainPotentials, k: Kernel, op: Callable[[Kernel, ChainPotentials], Tensor]
+) -> Tensor:
+    """``op(k, pot)``, differentiable whatever the kernel.
+
+    Where the potentials require gradients and ``k`` is fused, the gradient is the portable op's
+    (:func:`~crfhead.engine.backends.autograd.recomputed`).
+    """
+    portable = kernel("portable")
+    if k is portable or not pot.differentiable:
+        return op(k, pot)
+    return autograd.recomputed(functools.partial(op, k), functools.partial(op, portable), pot)
+
+
 @_autocast_off
 def marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 at masked positions.
 
     Computed by an explicit forward-backward (works under ``torch.inference_mode``): one fused call on
-    the ``cpu``/``triton`` backends, or the portable recursions, which are differentiable by autograd
-    (used whenever the potentials require gradients and gradients are enabled).
+    the ``cpu``/``triton`` backends (the ``crfhead::marginals`` op while tracing on CPU), or the
+    portable recursions. Differentiable: with potentials that require gradients the fused value's
+    backward recomputes the portable recursions under autograd.
     """
     name = resolve(pot.emissions.device, backend)
-    if name == "portable" or pot.differentiable:
+    if name == "portable" or (is_tracing() and pot.differentiable):
         return scan.marginals(pot)
-    return kernel(name).marginals(pot)
-
-
-def _untraced(pot: ChainPotentials, backend: str | None, *, graph: bool) -> Kernel:
-    """The kernel for an op the fused backends run outside tracing only (no custom op for it).
-
-    With ``graph``, an op whose result must carry autograd history when the potentials require
-    gradients: the portable scan then runs (differentiable by autograd).
-    """
-    name = resolve(pot.emissions.device, backend)
-    if name != "portable" and (is_tracing() or (graph and pot.differentiable)):
-        name = "portable"
-    return kernel(name)
+    return _differentiable(pot, kernel(name), lambda k, p: k.marginals(p))
 
 
 @_autocast_off
@@ -145,21 +154,13 @@ def edge_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """Edge marginals, ``(B, T-1, K, K)``.
 
     Entry ``[b, t-1, i, j]`` is p(tag i at the previous unmasked position, tag j at ``t``); 0 where
-    ``t`` is masked or has no unmasked predecessor. One fused call on the ``cpu`` backend; the
-    portable scan (differentiable) when the potentials require gradients.
+    ``t`` is masked or has no unmasked predecessor. One fused call on the ``cpu`` backend;
+    differentiable as :func:`marginals` is.
     """
-    return _untraced(pot, backend, graph=True).edge_marginals(pot)
+    return _differentiable(pot, _untraced(pot, backend), lambda k, p: k.edge_marginals(p))
 
 
-@_autocast_off
-def max_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
-    """Max-marginals ``mu_t(k) = max_{z: z_t = k} p(z | x)``, ``(B, T, K)``; 0 at masked positions.
-
-    Theorem 1 (b) in the max semiring, divided by ``Z``: equal to ``p(viterbi path)`` along that path.
-    Fused on the ``cpu`` backend (max-sums and ``log Z``, two calls); the portable scan when the
-    potentials require gradients.
-    """
-    k = _untraced(pot, backend, graph=True)
+def _max_marginals(k: Kernel, pot: ChainPotentials) -> Tensor:
     both, best = k.max_sums(pot)
     log_z = k.forward_backward(pot, marginals=False).value
     with k.glue(pot):
@@ -167,16 +168,30 @@ def max_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
 
 
 @_autocast_off
-def entropy(pot: ChainPotentials, backend: str | None = None) -> Tensor:
-    """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals; 0 if empty.
+def max_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
+    """Max-marginals ``mu_t(k) = max_{z: z_t = k} p(z | x)``, ``(B, T, K)``; 0 at masked positions.
 
-    One fused forward-backward on the ``cpu`` and ``triton`` backends; the portable scan
-    (differentiable) when the potentials require gradients.
+    Theorem 1 (b) in the max semiring, divided by ``Z``: equal to ``p(viterbi path)`` along that path.
+    Fused on the ``cpu`` backend (max-sums and ``log Z``, two calls); differentiable as
+    :func:`marginals` is.
     """
-    k = _untraced(pot, backend, graph=True)
+    return _differentiable(pot, _untraced(pot, backend), _max_marginals)
+
+
+def _entropy(k: Kernel, pot: ChainPotentials) -> Tensor:
     parts = k.forward_backward(pot, marginals=True, edges=True)
     with k.glue(pot):
         return scan.entropy_from(pot, parts)
+
+
+@_autocast_off
+def entropy(pot: ChainPotentials, backend: str | None = None) -> Tensor:
+    """Entropy ``H(p(z | x))`` in nats, ``(B,)``: ``log Z - E[score(z)]`` from the marginals; 0 if empty.
+
+    One fused forward-backward on the ``cpu`` and ``triton`` backends; differentiable as
+    :func:`marginals` is.
+    """
+    return _differentiable(pot, _untraced(pot, backend), _entropy)
 
 
 @_autocast_off
@@ -287,4 +302,4 @@ def sample(
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
     with torch.no_grad():
-        return _untraced(pot, backend, graph=False).sample(pot, num_samples, generator)
+        return _untraced(pot, backend).sample(pot, num_samples, generator)

@@ -233,3 +233,38 @@ def test_half_precision_emissions_through_the_layer(backend: str, dtype: torch.d
     for g, w in zip(got, want, strict=True):
         assert g.dtype == torch.float32  # recursions in float32 whatever the input
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", FUSED)
+@pytest.mark.parametrize("per_position", [False, True])
+def test_fused_second_order_ops_gradcheck_float64(backend: str, per_position: bool) -> None:
+    """The fused value's gradient is the portable op's (recomputed), to first and second order."""
+    c = random_chain(12, 2, 4, 3, per_position=per_position)
+    c.mask[1, 2] = False
+    leaves = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+    for op in (marginals, edge_marginals, max_marginals, entropy):
+
+        def f(em, tr, s, e, op=op):
+            return op(make_potentials(em, tr, s, e, c.mask), backend=backend)
+
+        assert torch.autograd.gradcheck(f, leaves), op.__name__
+        assert torch.autograd.gradgradcheck(f, leaves), op.__name__
+
+
+@pytest.mark.parametrize("backend", FUSED)
+def test_fused_value_is_the_fused_kernels_when_gradients_are_on(backend: str) -> None:
+    from unittest import mock
+
+    from crfhead.engine import scan
+
+    c = random_chain(13, 3, 5, 4)
+    leaves = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+    pot = make_potentials(*leaves, c.mask)
+    with mock.patch.object(scan, "forward_scan", side_effect=AssertionError("portable ran")):
+        for op in (marginals, edge_marginals, max_marginals, entropy):
+            out = op(pot, backend=backend)  # forward: the fused kernel only
+            assert out.grad_fn is not None, op.__name__
+    for op in (marginals, edge_marginals, max_marginals, entropy):
+        (g,) = torch.autograd.grad(op(pot, backend=backend).sum(), [leaves[0]])
+        (want,) = torch.autograd.grad(op(pot, backend="portable").sum(), [leaves[0]])
+        torch.testing.assert_close(g, want, msg=op.__name__)

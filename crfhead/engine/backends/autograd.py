@@ -28,11 +28,13 @@ from crfhead.numerics import is_tracing
 __all__ = [
     "ChainFunction",
     "Kernel",
+    "Recomputed",
     "compose_nll",
     "double_backward",
     "gold_counts",
     "log_partition",
     "nll",
+    "recomputed",
 ]
 
 Grads = tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]
@@ -211,6 +213,59 @@ class ChainFunction(torch.autograd.Function):
             g = ctx.kernel.scale_grads(grad, m, ctx.per_position, ctx.needs_input_grad[1:5])
         need = ctx.needs_input_grad
         return (None, *(x if n else None for x, n in zip(g, need[1:5], strict=True)), None, None)
+
+
+class Recomputed(torch.autograd.Function):
+    """A fused op's value, differentiated by recomputing the portable op under autograd.
+
+    For the results whose gradient is a second derivative of ``log Z`` (the marginals, edge
+    marginals, max-marginals, the entropy): the forward is the fused call, and only a backward, if
+    one runs, pays for the portable scan (as much as it always did), which is differentiable again
+    for higher orders.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        fused: Any,
+        portable: Any,
+        emissions: Tensor,
+        transitions: Tensor,
+        start: Tensor,
+        end: Tensor,
+        mask: Tensor,
+    ) -> Tensor:
+        """``fused(potentials)``; the inputs are saved for the backward."""
+        ctx.portable = portable
+        ctx.save_for_backward(emissions, transitions, start, end, mask)
+        out: Tensor = fused(ChainPotentials(emissions, transitions, start, end, mask))
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        """The vector-Jacobian product of the portable op (a graph of its own if ``create_graph``)."""
+        em, tr, st, en, mask = ctx.saved_tensors
+        need = ctx.needs_input_grad[2:6]
+        higher = torch.is_grad_enabled()  # create_graph: the gradient's graph reaches the inputs
+        with torch.enable_grad():
+            inputs = [
+                x if higher else x.detach().requires_grad_(n)
+                for x, n in zip((em, tr, st, en), need, strict=True)
+            ]
+            out = ctx.portable(ChainPotentials(inputs[0], inputs[1], inputs[2], inputs[3], mask))
+            wanted = [x for x, n in zip(inputs, need, strict=True) if n]
+            grads = iter(
+                torch.autograd.grad(out, wanted, grad, create_graph=higher, allow_unused=True)
+            )
+        return (None, None, *(next(grads) if n else None for n in need), None)
+
+
+def recomputed(fused: Any, portable: Any, pot: ChainPotentials) -> Tensor:
+    """``fused(pot)`` with the gradient of ``portable(pot)`` (see :class:`Recomputed`)."""
+    out: Tensor = Recomputed.apply(  # type: ignore[no-untyped-call]
+        fused, portable, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask
+    )
+    return out
 
 
 def _traced_ops(kernel: Kernel) -> bool:
