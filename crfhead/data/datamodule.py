@@ -7,8 +7,12 @@ without the padding ``DistributedSampler`` adds, so gathered metrics count every
 The vocabularies are built from the training split when the module is created and exposed as
 :attr:`TaggingDataModule.vocabs`, a JSON-able dict that ``train.py`` links into the model's
 hyper-parameters, so a checkpoint decodes strings without the data module. The data module knows
-nothing of the model: it builds every batch field unless told which ones to build
-(:meth:`TaggingDataModule.set_needs`).
+nothing of the model: it builds every vocabulary and batch field unless told which fields the model
+reads (``needs``, which ``train.py`` computes from the configured encoder's and head's declared needs
+before the data is loaded; :meth:`TaggingDataModule.set_needs` afterwards). Only the vocabularies of
+those fields are built: a BiLSTM or a transformer gets no indicator-feature vocabulary (on WNUT 2017
+about 100,000 feature strings, over 80 % of the hyper-parameters every checkpoint and
+``hparams.yaml`` carried), a transformer no word or character vocabulary.
 
 With pretrained word vectors (``word_vectors``, which ``train.py`` links from the encoder's
 ``word_vectors``) the word vocabulary is the training words followed by the other words of the
@@ -42,6 +46,7 @@ from crfhead.data.vocab import Vocab, WordCoverage, word_coverage
 from crfhead.schemes import canonical_scheme, convert_tags, entity_types
 
 __all__ = [
+    "BATCH_FIELDS",
     "EpochSeededSampler",
     "GroupCollator",
     "ResumableLoader",
@@ -52,6 +57,12 @@ __all__ = [
 
 
 _LOG = logging.getLogger("crfhead")
+
+BATCH_FIELDS = frozenset({"words", "chars", "features"})
+"""The batch fields built from a vocabulary (``mask``, ``tags`` and ``sentences`` are always there)."""
+
+_FIELD_VOCABS = {"words": ("words",), "chars": ("chars",), "features": ("templates", "features")}
+"""The ``vocabs`` keys each batch field is encoded with."""
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -180,6 +191,9 @@ class TaggingDataModule(pl.LightningDataModule):
             :attr:`~crfhead.encoders.vectors.WordVectors.extend_vocab` is true, the words of the
             other splits it :meth:`~crfhead.encoders.vectors.WordVectors.covers` join the word
             vocabulary after the training words.
+        needs: the batch fields the model reads, a subset of :data:`BATCH_FIELDS` (``train.py`` links
+            it from the model's encoder and head; not set in a config); only their vocabularies are
+            built. ``None``: every field.
 
     Attributes:
         added_words: the words added to the vocabulary for ``word_vectors`` (vocabulary keys, in
@@ -200,8 +214,10 @@ class TaggingDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         grouping: Grouping | None = None,
         word_vectors: dict[str, Any] | WordCoverage | None = None,
+        needs: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
+        fields = BATCH_FIELDS if needs is None else frozenset(needs) & BATCH_FIELDS
         if batch_size < 1 or eval_batch_size < 1:
             raise ValueError(
                 f"batch sizes must be >= 1, got batch_size={batch_size}, "
@@ -228,25 +244,32 @@ class TaggingDataModule(pl.LightningDataModule):
                 for t in entity_types(s.tags or [], self.scheme)
             }
         )
-        feature_templates = FeatureTemplates(list(templates))
-        words = Vocab.build(
-            (w for s in train for w in s.tokens), min_count=min_word_count, lower=lowercase
-        )
         self.added_words: tuple[str, ...] = ()
-        if word_vectors is not None:
-            vectors = word_coverage(word_vectors)
-            if vectors.extend_vocab:
-                self.added_words = self._add_covered(words, vectors)
         self.vocabs: dict[str, Any] = {
-            "labels": LabelVocab.from_types(types, self.scheme).to_dict(),
-            "words": words.to_dict(),
-            "chars": Vocab.build(c for s in train for w in s.tokens for c in w).to_dict(),
-            "templates": list(feature_templates.templates),
-            "features": feature_templates.build_vocab(train, min_count=min_feature_count).to_dict(),
-            "seen_words": sorted({w for s in train for w in s.tokens}),
-            "tokenizer": self.corpus.tokenizer.to_dict(),
+            "labels": LabelVocab.from_types(types, self.scheme).to_dict()
         }
-        self.needs: frozenset[str] = frozenset({"words", "chars", "features"})
+        if "words" in fields:
+            words = Vocab.build(
+                (w for s in train for w in s.tokens), min_count=min_word_count, lower=lowercase
+            )
+            if word_vectors is not None:
+                vectors = word_coverage(word_vectors)
+                if vectors.extend_vocab:
+                    self.added_words = self._add_covered(words, vectors)
+            self.vocabs["words"] = words.to_dict()
+        if "chars" in fields:
+            self.vocabs["chars"] = Vocab.build(
+                c for s in train for w in s.tokens for c in w
+            ).to_dict()
+        if "features" in fields:
+            feature_templates = FeatureTemplates(list(templates))
+            self.vocabs["templates"] = list(feature_templates.templates)
+            self.vocabs["features"] = feature_templates.build_vocab(
+                train, min_count=min_feature_count
+            ).to_dict()
+        self.vocabs["seen_words"] = sorted({w for s in train for w in s.tokens})
+        self.vocabs["tokenizer"] = self.corpus.tokenizer.to_dict()
+        self.needs: frozenset[str] = fields
         self.groups: dict[str, list[list[int]]] = (
             {name: grouping(split) for name, split in self.splits.items()}
             if grouping is not None
@@ -277,7 +300,22 @@ class TaggingDataModule(pl.LightningDataModule):
         return added
 
     def set_needs(self, needs: frozenset[str]) -> None:
-        """Build only the batch fields in ``needs`` (``train.py`` passes the model's ``Tagger.needs``)."""
+        """Build only the batch fields in ``needs`` (``train.py`` passes the model's ``Tagger.needs``).
+
+        Raises:
+            ValueError: a field whose vocabulary was not built (the module was created with
+                ``needs`` that left it out).
+        """
+        missing = sorted(
+            field
+            for field in needs & BATCH_FIELDS
+            if any(key not in self.vocabs for key in _FIELD_VOCABS[field])
+        )
+        if missing:
+            raise ValueError(
+                f"the model reads the batch fields {missing}, whose vocabularies were not built "
+                f"(the data module was created with needs={sorted(self.needs)})"
+            )
         self.needs = needs
 
     def _loader(self, split: str, train: bool) -> DataLoader[Batch]:

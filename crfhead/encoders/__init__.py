@@ -8,7 +8,10 @@ Every encoder is a plain ``nn.Module`` built from typed keyword arguments (so a 
   CRF with ``batch.mask``;
 * ``needs``: the :class:`~crfhead.data.Batch` fields it reads, a subset of
   ``{"words", "chars", "features", "sentences"}`` -- configure the
-  :class:`~crfhead.data.Collator` to build them;
+  :class:`~crfhead.data.Collator` to build them. The class declares them too, before any data is
+  loaded (``train.py`` then builds only those vocabularies): its class attribute ``needs``, or a
+  ``needs_for(init_args)`` class method where they depend on the config
+  (:meth:`BiLSTMEncoder.needs_for`);
 * ``parameter_groups()``: optimizer groups ``[{"name": ..., "params": [...]}]`` (``"head"``, and
   ``"backbone"`` for a pretrained transformer) so the training code can give each its learning rate.
 

@@ -16,8 +16,10 @@ distilled from a local transformer) initialise the word embedding when a source 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -165,6 +167,17 @@ class BiLSTMEncoder(nn.Module):
     """
 
     needs: frozenset[str] = frozenset({"words"})
+
+    @classmethod
+    def needs_for(cls, init_args: Mapping[str, Any]) -> frozenset[str]:
+        """The fields an encoder of these config ``init_args`` reads (the data's sizes not yet known).
+
+        ``{"words", "chars"}`` with a character encoder (the default ``"cnn"``), else ``{"words"}``:
+        the data module builds only those vocabularies (``train.py`` asks before loading the data).
+        """
+        default = inspect.signature(cls).parameters["char_encoder"].default
+        char_encoder = init_args.get("char_encoder", default)
+        return frozenset({"words", "chars"} if char_encoder is not None else {"words"})
 
     def __init__(
         self,

@@ -8,6 +8,12 @@ it, check every ``init_args`` key against the constructor's signature and fill i
 encoder also ``word_vocab``, the word :class:`~crfhead.data.vocab.Vocab` that pretrained word vectors
 are looked up for; ``labels`` and ``scheme`` for a head). An unknown class or key, or a data-owned key
 set in the config, raises ``ValueError`` naming it, before any training.
+
+:func:`spec_needs` reads the batch fields a model will read from its specs alone, before anything is
+built (``train.py`` hands them to the data module, which then builds only those vocabularies): an
+encoder class declares them with a ``needs_for(init_args)`` class method where they depend on its
+arguments (the BiLSTM's character encoder), else with its class attribute ``needs``; a head that
+scores words itself (the HMM) reads its own ``needs`` instead.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ __all__ = [
     "build_head",
     "data_sizes",
     "encoder_word_vectors",
+    "spec_needs",
     "without_sources",
 ]
 
@@ -69,14 +76,17 @@ def _build(spec: dict[str, Any], provided: dict[str, Any], what: str, base: type
     return cls(**init_args)
 
 
+_SIZES = {"num_features": "features", "vocab_size": "words", "char_vocab_size": "chars"}
+
+
 def data_sizes(vocabs: dict[str, Any]) -> dict[str, int]:
-    """The sizes the data imposes, from the data module's serialised ``vocabs``."""
-    return {
-        "num_tags": len(vocabs["labels"]["labels"]),
-        "num_features": Vocab.size_of(vocabs["features"]),
-        "vocab_size": Vocab.size_of(vocabs["words"]),
-        "char_vocab_size": Vocab.size_of(vocabs["chars"]),
-    }
+    """The sizes the data imposes, from the data module's serialised ``vocabs``.
+
+    A vocabulary the data module did not build (the model reads no such field) gives no size.
+    """
+    sizes = {"num_tags": len(vocabs["labels"]["labels"])}
+    sizes.update({k: Vocab.size_of(vocabs[key]) for k, key in _SIZES.items() if key in vocabs})
+    return sizes
 
 
 def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
@@ -89,10 +99,9 @@ def build_encoder(spec: dict[str, Any], vocabs: dict[str, Any]) -> nn.Module:
     Raises:
         ValueError: unknown class, unknown or data-owned ``init_args`` keys (named).
     """
-    provided: dict[str, Any] = {
-        **data_sizes(vocabs),
-        "word_vocab": Vocab.from_dict(vocabs["words"]),
-    }
+    provided: dict[str, Any] = data_sizes(vocabs)
+    if "words" in vocabs:
+        provided["word_vocab"] = Vocab.from_dict(vocabs["words"])
     module: nn.Module = _build(spec, provided, "encoder", nn.Module)
     return module
 
@@ -118,6 +127,37 @@ def encoder_word_vectors(spec: dict[str, Any] | None) -> Any:
     if not isinstance(spec, dict):
         return None
     return _encoder_args(spec).get("word_vectors")
+
+
+def spec_needs(
+    encoder: dict[str, Any] | None, head: dict[str, Any] | None = None
+) -> list[str] | None:
+    """The batch fields the model of these specs is built from and reads, from the specs alone.
+
+    ``train.py`` links it into the data module (``data.needs``), which builds only those fields'
+    vocabularies. The encoder's class answers, by ``needs_for(init_args)`` where it has one, else by
+    its class attribute ``needs``; a head that scores words itself adds its class's ``needs`` (the
+    encoder is still built, so its fields stay). ``None`` (every field) for an encoder class that
+    declares neither, or a spec that cannot be resolved (:func:`build_encoder` then says why).
+
+    Args:
+        encoder: the encoder's spec (default: :data:`DEFAULT_ENCODER`).
+        head: the head's spec (default: :data:`DEFAULT_HEAD`).
+    """
+    try:
+        head_spec = head if isinstance(head, dict) else DEFAULT_HEAD
+        head_cls = _resolve(str(head_spec.get("class_path")), "head", ChainHead)
+        spec = encoder if isinstance(encoder, dict) else DEFAULT_ENCODER
+        cls = _resolve(str(spec.get("class_path")), "encoder", nn.Module)
+    except ValueError:
+        return None
+    needs_for = getattr(cls, "needs_for", None)
+    needs = needs_for(_encoder_args(spec)) if callable(needs_for) else getattr(cls, "needs", None)
+    if not isinstance(needs, set | frozenset):
+        return None
+    if getattr(head_cls, "scores_words", False):
+        needs = needs | frozenset(getattr(head_cls, "needs", ()))
+    return sorted(needs)
 
 
 def without_sources(spec: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ packaged ``crfhead/configs/base.yaml`` (the shared trainer settings; ``configs/`
 to it) first, then the ``--config`` given, which states only what differs. A packaged config can be
 named from anywhere: ``--config crfhead:finance/indicator_crf.yaml`` (:func:`packaged_configs` lists
 them). The orchestration is here and only here: the data module's vocabularies are linked into the
-model's hyper-parameters, the model's needs are passed to the data module, and so is the encoder's
+model's hyper-parameters, the model's needs are passed to the data module (from the specs, before
+the data is loaded, so it builds only the vocabularies the model reads), and so is the encoder's
 ``word_vectors`` source (the vocabulary then covers the evaluation words it has vectors for).
 
 **Run names.** A run without a logger name is named after its config file
@@ -62,7 +63,7 @@ from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from crfhead.data.datamodule import TaggingDataModule
-from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD, encoder_word_vectors
+from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD, encoder_word_vectors, spec_needs
 from crfhead.training.callbacks import AtomicCheckpointIO, RunConsole, progress_bar
 from crfhead.training.checkpoints import check_same_model, read_checkpoint
 from crfhead.training.loggers import tensorboard_available
@@ -423,6 +424,10 @@ class TaggerCLI(LightningCLI):
         # The encoder's word vector source tells the data which evaluation words to give an id.
         parser.link_arguments(
             "model.encoder", "data.word_vectors", compute_fn=encoder_word_vectors, apply_on="parse"
+        )
+        # What the encoder (or a word-scoring head) reads: the data builds only those vocabularies.
+        parser.link_arguments(
+            ("model.encoder", "model.head"), "data.needs", compute_fn=spec_needs, apply_on="parse"
         )
 
     def _prepare_subcommand_parser(

@@ -97,7 +97,7 @@ class Tagger(nn.Module):
                 head or dict(DEFAULT_HEAD),
                 labels,
                 constrained,
-                vocab_size=Vocab.size_of(vocabs["words"]),
+                vocab_size=Vocab.size_of(vocabs["words"]) if "words" in vocabs else None,
             ),
             None if decoder is None else build_decoder(decoder, labels),
         )

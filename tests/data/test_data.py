@@ -22,6 +22,8 @@ from crfhead.data import (
     word_shape,
     write_conll,
 )
+from crfhead.data.corpora import FinanceCorpus
+from crfhead.data.datamodule import TaggingDataModule
 from crfhead.schemes import is_valid
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "conll"
@@ -242,3 +244,28 @@ def test_a_corpus_file_missing_under_the_data_root_says_how_to_set_it(
     monkeypatch.setenv("CRFHEAD_DATA", str(tmp_path))
     with pytest.raises(FileNotFoundError, match=r"nope/train\.txt does not exist.*CRFHEAD_DATA"):
         CoNLLCorpus("nope/train.txt", "nope/dev.txt", "nope/test.txt").load()
+
+
+def test_data_module_builds_only_the_vocabularies_of_the_needed_fields() -> None:
+    corpus = FinanceCorpus(train_docs=2, dev_docs=1, test_docs=1)
+    every = TaggingDataModule(corpus=corpus)
+    assert {"words", "chars", "templates", "features"} <= set(every.vocabs)
+    bilstm = TaggingDataModule(corpus=corpus, needs=["words", "chars"])
+    assert "features" not in bilstm.vocabs and "templates" not in bilstm.vocabs
+    assert bilstm.vocabs["words"] == every.vocabs["words"]
+    assert bilstm.vocabs["chars"] == every.vocabs["chars"]
+    transformer = TaggingDataModule(corpus=corpus, needs=["sentences"])
+    assert set(transformer.vocabs) == {"labels", "seen_words", "tokenizer"}
+    indicator = TaggingDataModule(corpus=corpus, needs=["features"])
+    assert indicator.vocabs["features"] == every.vocabs["features"]
+    assert "words" not in indicator.vocabs and "chars" not in indicator.vocabs
+    batch = next(iter(indicator.train_dataloader()))
+    assert batch.features is not None and batch.words is None and batch.chars is None
+
+
+def test_error_set_needs_asks_for_a_vocabulary_not_built() -> None:
+    dm = TaggingDataModule(
+        corpus=FinanceCorpus(train_docs=2, dev_docs=1, test_docs=1), needs=["words"]
+    )
+    with pytest.raises(ValueError, match=r"reads the batch fields \['features'\], whose vocab"):
+        dm.set_needs(frozenset({"words", "features"}))

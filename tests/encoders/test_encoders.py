@@ -152,6 +152,20 @@ def test_needs_follow_the_character_encoder() -> None:
     assert none.needs == {"words"}
 
 
+@pytest.mark.parametrize(
+    ("name", "init_args"),
+    [
+        ("bilstm", {"char_encoder": None}),
+        ("bilstm-cnn", {}),
+        ("bilstm-lstm", {"char_encoder": "lstm"}),
+    ],
+)
+def test_bilstm_declares_its_needs_from_its_config(name: str, init_args: dict[str, str]) -> None:
+    # What train.py asks before the data exists must be what the built encoder reads.
+    built = FACTORIES[name](Path())
+    assert BiLSTMEncoder.needs_for(init_args) == built.needs
+
+
 def test_shapes(encoder: nn.Module) -> None:
     encoder.eval()
     batch = COLLATE([SHORT, LONG, OTHER])

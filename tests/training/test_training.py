@@ -88,6 +88,10 @@ def test_bilstm_smoke(tmp_path: Path) -> None:
         )
     )
     assert cli.model.tagger.needs == frozenset({"words", "chars"})
+    # Asked from the encoder's spec before the data was loaded: no indicator-feature vocabulary.
+    assert cli.datamodule.needs == frozenset({"words", "chars"})
+    assert "features" not in cli.datamodule.vocabs
+    assert "features" not in cli.model.hparams["vocabs"]
 
 
 def test_transformer_smoke_with_a_tiny_local_bert(tmp_path: Path) -> None:
@@ -512,8 +516,9 @@ def test_base_config_is_read_first_and_a_run_is_named_after_its_config(
         str(Path("runs") / "mine_tiny_crf" / "version_0" / "on_exception.ckpt")
     ]
     assert cli.trainer.max_epochs == 1 and cli.trainer.checkpoint_callback is not None
-    # The CLI tells the data module what the model's encoder reads.
+    # The CLI tells the data module what the model's encoder reads, and it builds only that.
     assert cli.datamodule.needs == frozenset({"features"})
+    assert "features" in cli.datamodule.vocabs and "chars" not in cli.datamodule.vocabs
 
 
 def test_every_shipped_config_states_only_what_differs_from_base() -> None:
