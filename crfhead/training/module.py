@@ -111,23 +111,33 @@ class TaggerModule(pl.LightningModule):
             self.tagger.accumulate(batch)
             self._counts_synced = False
             return None
-        where = (
-            f"at global step {self.global_step}, epoch {self.current_epoch}, batch {batch_idx} "
-            f"(first sentence ids {[s.id for s in batch.sentences[:5]]})"
-        )
         try:
             loss = self.tagger.loss(batch, reduction="mean")
         except NonFiniteError as err:  # a NaN or +inf score reached the head
             raise FloatingPointError(
-                f"non-finite scores {where}: {err}; lower the learning rate or check the inputs"
+                f"non-finite scores {self._where(batch, batch_idx)}: {err}; lower the learning "
+                "rate or check the inputs"
             ) from err
-        if not torch.isfinite(loss):
+        # The step's one read of a tensor on the host: the guards below and the logged value share
+        # it (a tensor logged here would be read again by the progress bar at every refresh, and
+        # by the logger; on an accelerator each read waits for the device). It stays before the
+        # optimizer step, so a non-finite loss never reaches the weights (nor on_exception.ckpt).
+        value = float(loss.detach())
+        if not math.isfinite(value):
             raise FloatingPointError(
-                f"non-finite loss {loss.item()} {where}; lower the learning rate or check the inputs"
+                f"non-finite loss {value} {self._where(batch, batch_idx)}; lower the learning "
+                "rate or check the inputs"
             )
-        self._check_divergence(float(loss.detach()), batch_idx)
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.sentences))
+        self._check_divergence(value, batch_idx)
+        self.log("train/loss", value, prog_bar=True, batch_size=len(batch.sentences))
         return loss
+
+    def _where(self, batch: Batch, batch_idx: int) -> str:
+        """Where a training error happened: step, epoch, batch and its first sentence ids."""
+        return (
+            f"at global step {self.global_step}, epoch {self.current_epoch}, batch {batch_idx} "
+            f"(first sentence ids {[s.id for s in batch.sentences[:5]]})"
+        )
 
     def _check_divergence(self, loss: float, batch_idx: int) -> None:
         """Raise when the smoothed loss has grown ``divergence`` times above its first non-zero value.
