@@ -7,6 +7,7 @@ Nothing is downloaded.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import random
 from collections.abc import Callable
@@ -524,23 +525,66 @@ def test_indicator_runs_under_cpu_autocast_and_with_half_weights(dtype: torch.dt
 
 
 def test_indicator_sum_gradcheck_and_empty_batches() -> None:
-    """The CPU path's own backward (a scatter of the upstream gradient) is the exact gradient."""
-    from crfhead.encoders.indicator import _IndicatorSum
+    """The CPU path's own backward (the transposed indicator matrix) is the exact gradient."""
+    from crfhead.encoders.indicator import _Indicators, _IndicatorSum
 
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(0, 12, (7, 5), generator=g)
     ids[0] = 0  # a token without features
     ids[1, :3] = 4  # a feature three times in one token
     weight = torch.randn(12, 3, generator=g, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda w: _IndicatorSum.apply(ids, w), (weight,))
-    out = _IndicatorSum.apply(ids, weight)
-    out.backward(torch.ones_like(out))
+    indicators = _Indicators(ids, 12, torch.float64)
+    assert torch.autograd.gradcheck(lambda w: _IndicatorSum.apply(w, indicators), (weight,))
+    out = _IndicatorSum.apply(weight, indicators)
+    upstream = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    out.backward(upstream)
     assert weight.grad is not None
     assert bool((weight.grad[0] == 0).all())  # padding / unseen: never trained
-    assert weight.grad[4].tolist() == [float((ids == 4).sum())] * 3
+    assert weight.grad[4].tolist() == upstream[(ids == 4).nonzero()[:, 0]].sum(0).tolist()
+    # Bit for bit the index_add_ scatter of the upstream gradient onto the ids' rows (same order).
+    scatter = torch.zeros_like(weight).index_add_(
+        0, ids.reshape(-1), upstream.unsqueeze(1).expand(7, 5, 3).reshape(-1, 3)
+    )
+    scatter[0] = 0
+    assert torch.equal(weight.grad, scatter)
     for shape in [(0, 5, 3), (2, 0, 3), (2, 4, 0)]:
         encoder = IndicatorEncoder(num_tags=K, num_features=12)
         out = encoder(SimpleNamespace(features=torch.zeros(shape, dtype=torch.long)))  # type: ignore[arg-type]
         assert out.shape == (*shape[:2], K)
         out.sum().backward()
         assert encoder.weight.grad is not None and bool((encoder.weight.grad == 0).all())
+
+
+def test_indicator_checks_and_builds_once_per_features_tensor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Evaluating the same batch again (L-BFGS) reuses its matrices; a new or changed tensor does not."""
+    from crfhead.encoders import indicator
+
+    built: list[int] = []
+    real = indicator._indicator_matrix
+    monkeypatch.setattr(indicator, "_indicator_matrix", lambda *a: built.append(1) or real(*a))
+    encoder = IndicatorEncoder(num_tags=K, num_features=12)
+    nn.init.normal_(encoder.weight)
+    features = torch.randint(0, 12, (2, 3, 4), generator=torch.Generator().manual_seed(0))
+    batch = SimpleNamespace(features=features)
+    first = encoder(batch)  # type: ignore[arg-type]
+    first.sum().backward()
+    grad = encoder.weight.grad.clone()  # type: ignore[union-attr]
+    encoder.weight.grad = None
+    again = encoder(batch)  # type: ignore[arg-type]
+    again.sum().backward()
+    assert len(built) == 1 and torch.equal(first, again)
+    assert torch.equal(encoder.weight.grad, grad)  # type: ignore[arg-type]
+    features[0, 0, 0] = 11  # written in place: checked and built anew
+    changed = encoder(batch)  # type: ignore[arg-type]
+    assert len(built) == 2 and not torch.equal(changed, first)
+    features[0, 0, 0] = 12  # out of range: still refused, even for a tensor seen before
+    with pytest.raises(ValueError, match="feature ids must lie in"):
+        encoder(batch)  # type: ignore[arg-type]
+    copy.deepcopy(encoder)(SimpleNamespace(features=features.clamp(max=11)))  # type: ignore[arg-type]
+    with torch.inference_mode():  # Lightning evaluates so: no version counter, nothing kept
+        frozen = features.clamp(max=11)
+        assert torch.equal(
+            encoder(SimpleNamespace(features=frozen)), encoder(SimpleNamespace(features=frozen))
+        )  # type: ignore[arg-type]
