@@ -27,9 +27,9 @@ calls, then the median of ``--repeats`` (default 10) timed calls; a first warm-u
 ``--cap-s`` (default 3 s) leaves 3 timed calls, marked ``*``; one slower than ``--single-s``
 (default 10 s) is the cell's only call, marked ``**`` (no memory measured). A cell predicted to
 need more than ``--max-gib`` (default 8 GiB) is not run ("too big": torch-struct's ``topk`` at
-``K = 64`` would need tens of GiB). The default run takes about 25
-minutes on 2 cores (about 10 with ``--ops loss decode marginals``); torch-struct's ``topk`` and
-``sample`` take seconds a call at most sizes.
+``K = 64`` would need about 60 GiB). The default run takes about 25 minutes on 2 idle cores
+(about 10 with ``--ops loss decode marginals``), most of the rest in torch-struct's ``topk`` and
+``sample`` (seconds to a minute a call); on a busy machine, much longer.
 
 Run it on an otherwise idle machine: the report prints the load average before the run and the
 CPU time other processes used during it, and marks with ``†`` every cell during which other

@@ -5,7 +5,7 @@ around each call (``torch.cuda.synchronize`` on CUDA). Time cap: if the first wa
 longer than ``cap_s`` (torch-struct at K=64 materialises ``(B, T/2, K, K, K)`` tensors and takes
 seconds a call), the other warm-up calls are skipped (except the memory-profiled one) and only
 :data:`CAPPED_REPEATS` timed calls are made; such cells are marked ``*``. If it takes longer than
-``single_s`` (torch-struct's top-k takes a minute a call at ``(64, 128, 17)``), that first call is
+``single_s`` (torch-struct's top-k takes 20-70 s a call at ``(64, 128, 17)``), that first call is
 the measurement: no other call, no memory profile; such cells are marked ``**`` (the time then
 includes one-off costs such as first-touch page faults, a small part of a call that long).
 
