@@ -46,7 +46,7 @@ class TestThreadsFor:
         assert cpu.threads_for(16, 512, 17) == 2  # 2 blocks: no idle thread
         assert cpu.threads_for(8, 2048, 9) == 1  # one block of 8 lanes
         assert cpu.threads_for(8, 2048, 9, dtype=torch.float64) == 2  # 4 lanes: 2 blocks
-        assert cpu.threads_for(3, 1024, 64, per_position=True) == 3  # one task per sequence
+        assert cpu.threads_for(3, 1024, 64, per_sequence=True) == 3  # one task per sequence
 
     def test_benchmark_sizes(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """The choices :data:`cpu.PARALLEL_WORK` makes on a 2-thread machine."""
@@ -69,7 +69,7 @@ class TestThreadsFor:
         for B in (1, 7, 8, 9, 17, 100):
             blocks = -(-B // 8)
             assert 1 <= cpu.threads_for(B, 4096, 17) <= blocks
-            assert cpu.threads_for(B, 4096, 17, per_position=True) <= B
+            assert cpu.threads_for(B, 4096, 17, per_sequence=True) <= B
 
 
 # --------------------------------------------------------------------------- same results

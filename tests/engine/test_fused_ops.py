@@ -269,3 +269,54 @@ def test_fused_value_is_the_fused_kernels_when_gradients_are_on(backend: str) ->
         (g,) = torch.autograd.grad(op(pot, backend=backend).sum(), [leaves[0]])
         (want,) = torch.autograd.grad(op(pot, backend="portable").sum(), [leaves[0]])
         torch.testing.assert_close(g, want, msg=op.__name__)
+
+
+_BOTH_PER_EDGE_PATHS = """
+import torch
+from crfhead import make_potentials
+from crfhead.engine import edge_marginals, log_partition, nll, viterbi
+g = torch.Generator().manual_seed(0)
+for K in (3, 9, 14):
+    for dtype in (torch.float32, torch.float64):
+        em = torch.randn(11, 9, K, generator=g, dtype=dtype)
+        tr = torch.randn(11, 8, K, K, generator=g, dtype=dtype)
+        tr[torch.rand(tr.shape, generator=g) < 0.2] = float("-inf")
+        mask = torch.rand(11, 9, generator=g) < 0.8
+        mask[3] = False
+        tags = torch.randint(0, K, (11, 9), generator=g)
+        tol = dict(rtol=1e-10, atol=1e-10) if dtype == torch.float64 else dict(rtol=3e-5, atol=3e-5)
+        grads = {}
+        for b in ("cpu", "portable"):
+            leaves = [em.clone().requires_grad_(True), tr.clone().requires_grad_(True)]
+            pot = make_potentials(*leaves, None, None, mask)
+            loss, _ = nll(pot, tags, backend=b)
+            loss = torch.where(torch.isfinite(loss), loss, 0.0)
+            loss.sum().backward()
+            grads[b] = [x.grad for x in leaves] + [log_partition(pot, backend=b).detach()]
+            grads[b].append(edge_marginals(make_potentials(em, tr, None, None, mask), backend=b))
+        for got, want in zip(grads["cpu"], grads["portable"]):
+            torch.testing.assert_close(got, want, **tol)
+        pot = make_potentials(em, tr, None, None, mask)
+        assert torch.equal(viterbi(pot, backend="cpu")[1], viterbi(pot, backend="portable")[1])
+print("OK")
+"""
+
+
+@pytest.mark.skipif("cpu" not in FUSED, reason="the cpu kernel is unavailable")
+@pytest.mark.parametrize("bound", ["0", "100"])
+def test_per_edge_transitions_in_lanes_and_one_sequence_at_a_time_agree(bound: str) -> None:
+    """Per-edge transitions run in SIMD lanes for small K, one sequence at a time above; the bound
+    (``$CRFHEAD_LANES_PER_EDGE_MAX_K``) forces either path for every K here."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CRFHEAD_LANES_PER_EDGE_MAX_K": bound}
+    done = subprocess.run(
+        [sys.executable, "-c", _BOTH_PER_EDGE_PATHS],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "OK" in done.stdout

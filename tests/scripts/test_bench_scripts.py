@@ -31,7 +31,7 @@ def bench(tmp_path: Path, *flags: str) -> str:
 
 def test_text_report_without_memory(tmp_path: Path) -> None:
     out = bench(tmp_path, "--no-memory")
-    assert out.count(HEADER) == 3  # loss, decode, marginals
+    assert out.count(HEADER) == 8  # loss, decode, marginals and the five ops added after them
     assert "== agreement" in out
     assert "All libraries agree on every case." in out
     assert " n/a " in out  # no peak memory measured
@@ -40,7 +40,7 @@ def test_text_report_without_memory(tmp_path: Path) -> None:
 def test_markdown_report_with_memory(tmp_path: Path) -> None:
     out = bench(tmp_path, "--markdown")
     assert out.startswith("# crfhead CRF vs pytorch-crf vs torch-struct")
-    assert out.count(MD_HEADER) == 3
+    assert out.count(MD_HEADER) == 8
     assert "## agreement (max errors; paths: identical / total)" in out
     assert "| 2 | 5 | 3 | var |" in out
     assert "All libraries agree on every case." in out

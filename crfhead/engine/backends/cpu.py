@@ -284,12 +284,13 @@ def lanes(dtype: torch.dtype) -> int:
 
 
 def threads_for(
-    B: int, T: int, K: int, *, per_position: bool = False, dtype: torch.dtype = torch.float32
+    B: int, T: int, K: int, *, per_sequence: bool = False, dtype: torch.dtype = torch.float32
 ) -> int:
     """How many threads one call on ``(B, T, K)`` potentials uses.
 
-    The kernel's tasks are blocks of :func:`lanes` sequences (one sequence each with per-edge
-    transitions), so more threads than tasks would idle. ``$CRFHEAD_CPU_THREADS``, if set, is the count
+    The kernel's tasks are blocks of :func:`lanes` sequences (shared or per-edge transitions; one
+    sequence each, ``per_sequence``, for the max-sums, k-best and sampling), so more threads than
+    tasks would idle. ``$CRFHEAD_CPU_THREADS``, if set, is the count
     (at most one per task); otherwise one thread below :data:`PARALLEL_WORK`, else torch's intra-op
     count on the calling thread (``torch.get_num_threads()``), at most one per task.
 
@@ -297,7 +298,7 @@ def threads_for(
     shows one was descheduled inside its task (the cores are busy elsewhere); an explicit count is
     always obeyed.
     """
-    tasks = B if per_position else -(-B // lanes(dtype))
+    tasks = B if per_sequence else -(-B // lanes(dtype))
     override = os.environ.get("CRFHEAD_CPU_THREADS")
     if override:
         wanted = int(override)
@@ -315,12 +316,12 @@ def serial_torch(serial: bool = True) -> contextlib.AbstractContextManager[None]
     return _serial_torch(serial)
 
 
-def _threads(B: int, T: int, K: int, per_position: bool, dtype: torch.dtype) -> int:
+def _threads(B: int, T: int, K: int, per_sequence: bool, dtype: torch.dtype) -> int:
     """:func:`threads_for` one call (computed in the emissions' dtype).
 
     Also tells the kernel whether the count is explicit (``$CRFHEAD_CPU_THREADS``: no backing off).
     """
-    threads = threads_for(B, T, K, per_position=per_position, dtype=dtype)
+    threads = threads_for(B, T, K, per_sequence=per_sequence, dtype=dtype)
     if threads > 1:
         _library().crfhead_pool_adaptive(int(not os.environ.get("CRFHEAD_CPU_THREADS")))
     return threads
@@ -414,7 +415,7 @@ def fb_parts(
     """
     lib = _library()
     B, T, K = chain[0].shape
-    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
+    threads = _threads(B, T, K, False, chain[0].dtype)
     with serial_torch(threads == 1):
         args, keep = _args(chain)
         dtype = keep[0].dtype
@@ -458,7 +459,7 @@ def nll_parts(
     """
     lib = _library()
     B, T, K = chain[0].shape
-    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
+    threads = _threads(B, T, K, False, chain[0].dtype)
     with serial_torch(threads == 1):
         args, keep = _args(chain)
         dtype = keep[0].dtype
@@ -547,7 +548,7 @@ def viterbi_parts(chain: Chain) -> tuple[Tensor, Tensor]:
     """The native Viterbi on raw tensors: best scores ``(B,)`` and paths ``(B, T)`` int64."""
     lib = _library()
     B, T, K = chain[0].shape
-    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
+    threads = _threads(B, T, K, False, chain[0].dtype)
     with serial_torch(threads == 1):
         args, keep = _args(chain)
         em = keep[0]
@@ -584,11 +585,12 @@ def _chain(pot: ChainPotentials) -> Chain:
 def glue(pot: ChainPotentials) -> contextlib.AbstractContextManager[None]:
     """The context for torch's operations that combine this kernel's results on ``pot``.
 
-    They run on one thread where the kernel's call does (see :func:`serial_torch`: small torch
-    operations that go parallel spin-wait for descheduled threads on a busy machine).
+    They run on one thread below 4M values a tensor (``B * T * K``), as the input checks do (see
+    :func:`serial_torch`: torch splits element-wise work over 32K values across threads, and on a
+    busy machine that join waits for a descheduled one).
     """
     B, T, K = pot.shape
-    return serial_torch(_threads(B, T, K, pot.per_position, pot.emissions.dtype) == 1)
+    return serial_torch(B * T * K < 1 << 22)
 
 
 def edge_marginals_parts(chain: Chain) -> tuple[Tensor, Tensor, Tensor]:
@@ -599,7 +601,7 @@ def edge_marginals_parts(chain: Chain) -> tuple[Tensor, Tensor, Tensor]:
     """
     lib = _library()
     B, T, K = chain[0].shape
-    threads = _threads(B, T, K, chain[1].dim() == 4, chain[0].dtype)
+    threads = _threads(B, T, K, False, chain[0].dtype)
     with serial_torch(threads == 1):
         args, keep = _args(chain)
         dtype = keep[0].dtype

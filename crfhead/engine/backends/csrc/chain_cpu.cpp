@@ -27,7 +27,9 @@
 // when vectorising over tags). Sequences are sorted by length before they are grouped, so a block's
 // lanes finish together; blocks are spread over the caller's thread and a pool of passive workers
 // whose join never waits for a worker that has not started (see Pool; the caller chooses how many
-// threads from the work). Per-edge transitions run one sequence at a time, vectorised over tags.
+// threads from the work). Per-edge transitions with small K run in the same blocks, each lane with its
+// own K x K factors (a matrix of vectors per step, recomputed for the backward pass); with larger K
+// one sequence at a time, vectorised over tags (see lanes_per_edge).
 //
 // Numerics. Sum-product runs in scaled probability space: the forward state is a probability vector,
 // renormalised every step with its log-normaliser accumulated in double, and a step is a K x K
@@ -51,6 +53,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -75,6 +78,7 @@
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr int64_t kLanesPerEdgeMaxK = 12;  // see lanes_per_edge
 
 // The scaled recursions' constants per compute type:
 //   tiny   a normaliser below it leaves the range (the sequence falls back to log space);
@@ -351,7 +355,7 @@ struct Shared {
 template <typename S>
 struct Work {
   using V = typename Simd<S>::V;
-  std::vector<V> E, A, F, beta, nb, wv, acc;  // blocks of W sequences
+  std::vector<V> E, A, F, beta, nb, wv, acc, M;  // blocks of W sequences
   std::vector<S> sA, sE, sbeta, sprev, sw, sP;  // one sequence
   std::vector<double> sF, prod, la, lb, tmp;
 };
@@ -655,6 +659,43 @@ inline void chain_step(const V* x, const S* M, V* out, int64_t K) {
   step_dispatch<Op>(x, M, out, K, std::make_integer_sequence<int, kMaxFixedK>{});
 }
 
+// The same steps with a matrix of vectors (per-edge transitions: each lane its own K x K factors).
+// out[k] = sum_j x[j] * M[j * K + k]
+template <typename V>
+inline void lane_step(const V* __restrict x, const V* __restrict M, V* __restrict out, int64_t K) {
+  for (int64_t k = 0; k < K; ++k) out[k] = x[0] * M[k];
+  for (int64_t j = 1; j < K; ++j) {
+    const V a = x[j];
+    const V* row = M + j * K;
+    for (int64_t k = 0; k < K; ++k) out[k] += a * row[k];
+  }
+}
+
+// out[j] = sum_k M[j * K + k] * x[k]
+template <typename V>
+inline void lane_step_back(const V* __restrict x, const V* __restrict M, V* __restrict out, int64_t K) {
+  for (int64_t j = 0; j < K; ++j) {
+    const V* row = M + j * K;
+    V acc = row[0] * x[0];
+    for (int64_t k = 1; k < K; ++k) acc += row[k] * x[k];
+    out[j] = acc;
+  }
+}
+
+// out[k] = max_j x[j] + M[j * K + k]; strict: the lowest j wins ties.
+template <typename V>
+inline void lane_max_step(const V* __restrict x, const V* __restrict M, V* __restrict out, int64_t K) {
+  for (int64_t k = 0; k < K; ++k) out[k] = x[0] + M[k];
+  for (int64_t j = 1; j < K; ++j) {
+    const V a = x[j];
+    const V* row = M + j * K;
+    for (int64_t k = 0; k < K; ++k) {
+      const V cand = a + row[k];
+      out[k] = cand > out[k] ? cand : out[k];
+    }
+  }
+}
+
 // ------------------------------------------------------------------------ blocks of W sequences
 
 // W sequences side by side, one per lane; lanes past the batch are empty (n = 0).
@@ -695,7 +736,21 @@ void gather(const Chain<S>& c, const Lanes<S>& L, std::vector<typename Simd<S>::
     }
 }
 
-// Scaled forward-backward of a block with shared transitions. fail[l] is set for every lane whose
+// Per-edge transitions: M[q][l] = the q-th score of the edge entering lane l's i-th unmasked position
+// (i >= 1), 0 for lanes that end before it.
+template <typename S>
+void gather_edges(const Chain<S>& c, const Lanes<S>& L, int64_t i, std::vector<typename Simd<S>::V>& M) {
+  using V = typename Simd<S>::V;
+  const int64_t KK = c.K * c.K;
+  M.assign(KK, V{});
+  for (int l = 0; l < Simd<S>::W; ++l) {
+    if (L.n[l] <= i) continue;
+    const S* src = c.edge(L.b[l], L.pos[l][i]);
+    for (int64_t q = 0; q < KK; ++q) M[q][l] = src[q];
+  }
+}
+
+// Scaled forward-backward of a block with shared or per-edge transitions. fail[l] is set for every lane whose
 // normalisers left the range, or whose lost mass may be above tol (its outputs are then to be
 // recomputed in log space).
 //
@@ -736,7 +791,19 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
   }
   // Log Z only: the lanes whose forward may have lost mass, and the least nonzero entry of each lane's
   // normalised state.
-  I risky = sh.floored ? ~I{} : I{};
+  const bool pe = c.per_position;
+  // Per-edge: the edge's factors exp(transitions - max) lane by lane in w.M; returns the max (0 for a
+  // lane whose scores are all -inf, or that has ended). With log Z only every lane is checked by the
+  // backward pass (no flush is tracked for per-edge factors).
+  auto edge_factors = [&](int64_t i) {
+    gather_edges(c, L, i, w.M);
+    V m = w.M[0];
+    for (int64_t q = 1; q < K * K; ++q) m = w.M[q] > m ? w.M[q] : m;
+    m = m == neg_inf ? V{} : m;
+    for (int64_t q = 0; q < K * K; ++q) w.M[q] = vexp(w.M[q] - m);
+    return m;
+  };
+  I risky = (sh.floored || pe) ? ~I{} : I{};
   V minA = one;
   // Normalise v (K vectors) lane by lane; active lanes record the normaliser (plus `extra`, the log of
   // the factors taken out beforehand) and fail below TINY. F[i] takes the inverse normalisers.
@@ -803,11 +870,20 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
     const V mnE = exp_row(i, active);
     const V* prev = w.A.data() + (i - 1) * K;
     V* cur = w.A.data() + i * K;
-    chain_step<SumProduct>(prev, P, cur, K);
+    V pm = V{} + static_cast<S>(0);
+    if (pe) {
+      pm = edge_factors(i);
+      lane_step(prev, w.M.data(), cur, K);
+    } else {
+      chain_step<SumProduct>(prev, P, cur, K);
+    }
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) cur[k] *= e[k];
-    if (!marg) risky |= active & ((minA * sh.minP) * mnE < lo);
-    normalise_lanes(cur, active, sh.pmax, i);
+    if (!marg && !pe) risky |= active & ((minA * sh.minP) * mnE < lo);
+    normalise_lanes(cur, active, pe ? 0.0 : sh.pmax, i);
+    if (pe)
+      for (int l = 0; l < W; ++l)
+        if (active[l]) lsc[l] += static_cast<double>(pm[l]);
     if ((i & 7) == 0)  // keep the running products of normalisers (each in [TINY, K]) in range
       for (int l = 0; l < W; ++l) {
         lsc[l] += std::log(prod[l]);
@@ -872,7 +948,12 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
     if (i == 0) break;
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) w.wv[k] = e[k] * w.beta[k];
-    chain_step<SumProduct>(w.wv.data(), PT, w.nb.data(), K);
+    if (pe) {
+      edge_factors(i);  // recomputed: storing every edge's factors would take T K^2 vectors
+      lane_step_back(w.wv.data(), w.M.data(), w.nb.data(), K);
+    } else {
+      chain_step<SumProduct>(w.wv.data(), PT, w.nb.data(), K);
+    }
     if (out.edge) {
       const V* ap = w.A.data() + (i - 1) * K;
       V tot = V{};
@@ -889,9 +970,14 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
           S* x = out.edge_at(c, L.b[l], L.pos[l][i]);
           for (int64_t j = 0; j < K; ++j) {
             const S aj = ap[j][l] * invt[l];
-            const S* row = P + j * K;
             S* xr = x + j * K;
-            for (int64_t k = 0; k < K; ++k) xr[k] = aj * row[k] * w.wv[k][l];
+            if (pe) {
+              const V* row = w.M.data() + j * K;
+              for (int64_t k = 0; k < K; ++k) xr[k] = aj * row[k][l] * w.wv[k][l];
+            } else {
+              const S* row = P + j * K;
+              for (int64_t k = 0; k < K; ++k) xr[k] = aj * row[k] * w.wv[k][l];
+            }
           }
         }
       } else {
@@ -951,7 +1037,12 @@ void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, 
   for (int64_t i = 1; i < N; ++i) {
     const V* prev = w.A.data() + (i - 1) * K;
     V* cur = w.A.data() + i * K;
-    chain_step<MaxPlus>(prev, tr, cur, K);
+    if (c.per_position) {
+      gather_edges(c, L, i, w.M);
+      lane_max_step(prev, w.M.data(), cur, K);
+    } else {
+      chain_step<MaxPlus>(prev, tr, cur, K);
+    }
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
   }
@@ -974,10 +1065,11 @@ void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, 
     path[L.pos[l][n - 1]] = best;
     for (int64_t i = n - 1; i > 0; --i) {
       const V* prev = w.A.data() + (i - 1) * K;
+      const S* into = c.edge(b, L.pos[l][i]);  // the same additions as the forward pass
       int64_t arg = 0;
-      S m = prev[0][l] + tr[best];
+      S m = prev[0][l] + into[best];
       for (int64_t j = 1; j < K; ++j) {
-        const S cand = prev[j][l] + tr[j * K + best];
+        const S cand = prev[j][l] + into[j * K + best];
         if (cand > m) {
           m = cand;
           arg = j;
@@ -1039,6 +1131,18 @@ void viterbi_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Wo
 }
 
 // ------------------------------------------------------------------------------------ drivers
+
+// Whether per-edge transitions run in blocks of W lanes (each lane its own K x K factors, gathered
+// into a matrix of vectors every step) rather than one sequence at a time vectorised over tags. The
+// gather transposes K^2 scores per lane and step, which pays only while vectorising over tags wastes
+// most of a vector: small K. $CRFHEAD_LANES_PER_EDGE_MAX_K overrides the bound (tests: both paths).
+inline bool lanes_per_edge(int64_t K) {
+  static const int64_t bound = [] {
+    const char* env = std::getenv("CRFHEAD_LANES_PER_EDGE_MAX_K");
+    return env ? std::atoll(env) : kLanesPerEdgeMaxK;
+  }();
+  return K <= bound;
+}
 
 // A persistent pool of passive workers whose join never waits for a worker that has not started.
 //
@@ -1248,7 +1352,7 @@ void forward_backward(const Chain<S>& c, Out<S> out, int threads, const int64_t*
   constexpr int W = Simd<S>::W;
   const Rows rows(c.mask, c.B, c.T);
   out.per_edge = out.edge && (out.per_edge || c.per_position);
-  if (out.per_edge && !c.per_position)  // only the edges into unmasked, linked positions are written
+  if (out.per_edge)  // only the edges into unmasked, linked positions are written
     std::fill(out.edge, out.edge + c.B * std::max<int64_t>(c.T - 1, 0) * c.K * c.K, S(0));
   for (int64_t b = 0; b < c.B; ++b)  // outputs arrive uninitialised; empty rows stay 0
     if (rows.length(b) == 0) {
@@ -1260,7 +1364,7 @@ void forward_backward(const Chain<S>& c, Out<S> out, int threads, const int64_t*
     clear_one(c, b, out);
     log_space_one(c, b, rows.of(b), rows.length(b), w, out);
   };
-  if (c.per_position) {
+  if (c.per_position && !lanes_per_edge(c.K)) {
     const int64_t tasks = static_cast<int64_t>(rows.order.size());
     run_tasks<S>(tasks, threads, [&](int64_t task, Work<S>& w) {
       const int64_t b = rows.order[task];
@@ -1290,7 +1394,7 @@ void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int threads) {
   std::fill(paths, paths + c.B * c.T, int64_t(-1));
   for (int64_t b = 0; b < c.B; ++b)
     if (rows.length(b) == 0) scores[b] = S(0);
-  if (c.per_position) {
+  if (c.per_position && !lanes_per_edge(c.K)) {
     run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>& w) {
       const int64_t b = rows.order[task];
       viterbi_one(c, b, rows.of(b), rows.length(b), w, scores, paths);
