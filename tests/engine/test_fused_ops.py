@@ -274,7 +274,7 @@ def test_fused_value_is_the_fused_kernels_when_gradients_are_on(backend: str) ->
 _BOTH_PER_EDGE_PATHS = """
 import torch
 from crfhead import make_potentials
-from crfhead.engine import edge_marginals, log_partition, nll, viterbi
+from crfhead.engine import edge_marginals, log_partition, max_marginals, nll, viterbi
 g = torch.Generator().manual_seed(0)
 for K in (3, 9, 14):
     for dtype in (torch.float32, torch.float64):
@@ -293,7 +293,8 @@ for K in (3, 9, 14):
             loss = torch.where(torch.isfinite(loss), loss, 0.0)
             loss.sum().backward()
             grads[b] = [x.grad for x in leaves] + [log_partition(pot, backend=b).detach()]
-            grads[b].append(edge_marginals(make_potentials(em, tr, None, None, mask), backend=b))
+            fixed = make_potentials(em, tr, None, None, mask)
+            grads[b] += [edge_marginals(fixed, backend=b), max_marginals(fixed, backend=b)]
         for got, want in zip(grads["cpu"], grads["portable"]):
             torch.testing.assert_close(got, want, **tol)
         pot = make_potentials(em, tr, None, None, mask)

@@ -638,7 +638,7 @@ def max_sums(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
     """
     lib = _library()
     B, T, K = pot.shape
-    threads = _per_sequence_threads(B, 2 * T * K * K, pot.emissions.dtype)
+    threads = _threads(B, T, K, False, pot.emissions.dtype)
     with serial_torch(threads == 1):
         args, keep = _args(_chain(pot))
         dtype = keep[0].dtype

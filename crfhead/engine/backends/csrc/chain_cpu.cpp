@@ -44,8 +44,9 @@
 // marginals are exact for scores of any magnitude. Max-product (Viterbi) runs in log space (adds and
 // compares only); back-pointers are not stored but recomputed along the best path (the same
 // additions, so bit-identical). Ties go to the lowest previous tag and the lowest final tag, as
-// torch.max does in the portable backend. The max-sums and the k best paths run one sequence at a time
-// in log space (k-best merges the K sorted lists of the previous states' k best prefixes).
+// torch.max does in the portable backend. The max-sums (max-marginals) run in the same blocks, the k
+// best paths one sequence at a time in log space (merging the K sorted lists of the previous states'
+// k best prefixes).
 
 #include <algorithm>
 #include <atomic>
@@ -693,6 +694,20 @@ inline void lane_max_step(const V* __restrict x, const V* __restrict M, V* __res
       const V cand = a + row[k];
       out[k] = cand > out[k] ? cand : out[k];
     }
+  }
+}
+
+// out[j] = max_k M[j * K + k] + x[k]; strict: the lowest k wins ties.
+template <typename V>
+inline void lane_max_step_back(const V* __restrict x, const V* __restrict M, V* __restrict out, int64_t K) {
+  for (int64_t j = 0; j < K; ++j) {
+    const V* row = M + j * K;
+    V m = row[0] + x[0];
+    for (int64_t k = 1; k < K; ++k) {
+      const V cand = row[k] + x[k];
+      m = cand > m ? cand : m;
+    }
+    out[j] = m;
   }
 }
 
@@ -1460,15 +1475,83 @@ void max_sums_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, W
   }
 }
 
+// The same for a block of W sequences, one per lane (as viterbi_block; trT is the shared transitions
+// transposed, [to][from], unused with per-edge ones).
+template <typename S>
+void max_sums_block(const Chain<S>& c, const Lanes<S>& L, const S* trT, Work<S>& w, S* sums, S* best) {
+  using V = typename Simd<S>::V;
+  constexpr int W = Simd<S>::W;
+  const int64_t K = c.K, T = c.T, N = L.nmax;
+  gather(c, L, w.E);
+  w.A.resize(N * K);
+  for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] + c.start[k];
+  for (int64_t i = 1; i < N; ++i) {
+    const V* prev = w.A.data() + (i - 1) * K;
+    V* cur = w.A.data() + i * K;
+    if (c.per_position) {
+      gather_edges(c, L, i, w.M);
+      lane_max_step(prev, w.M.data(), cur, K);
+    } else {
+      chain_step<MaxPlus>(prev, c.trans, cur, K);
+    }
+    const V* e = w.E.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
+  }
+  for (int l = 0; l < W; ++l) {
+    if (L.n[l] == 0) continue;
+    const V* d = w.A.data() + (L.n[l] - 1) * K;
+    S top = -std::numeric_limits<S>::infinity();
+    for (int64_t k = 0; k < K; ++k) top = std::max(top, d[k][l] + c.end[k]);
+    best[L.b[l]] = top;
+  }
+  w.beta.assign(K, V{});
+  w.nb.resize(K);
+  w.wv.resize(K);
+  for (int64_t i = N - 1; i >= 0; --i) {
+    for (int l = 0; l < W; ++l) {
+      if (L.n[l] - 1 == i)
+        for (int64_t k = 0; k < K; ++k) w.beta[k][l] = c.end[k];
+      if (i >= L.n[l]) continue;
+      const V* a = w.A.data() + i * K;
+      S* o = sums + (L.b[l] * T + L.pos[l][i]) * K;
+      for (int64_t k = 0; k < K; ++k) o[k] = a[k][l] + w.beta[k][l];
+    }
+    if (i == 0) break;
+    const V* e = w.E.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) w.wv[k] = e[k] + w.beta[k];
+    if (c.per_position) {
+      gather_edges(c, L, i, w.M);
+      lane_max_step_back(w.wv.data(), w.M.data(), w.nb.data(), K);
+    } else {
+      chain_step<MaxPlus>(w.wv.data(), trT, w.nb.data(), K);
+    }
+    std::swap(w.beta, w.nb);
+  }
+}
+
 template <typename S>
 void max_sums(const Chain<S>& c, S* sums, S* best, int threads) {
+  constexpr int W = Simd<S>::W;
   const Rows rows(c.mask, c.B, c.T);
   std::fill(sums, sums + c.B * c.T * c.K, -std::numeric_limits<S>::infinity());
   for (int64_t b = 0; b < c.B; ++b)
     if (rows.length(b) == 0) best[b] = S(0);
-  run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>& w) {
-    const int64_t b = rows.order[task];
-    max_sums_one(c, b, rows.of(b), rows.length(b), w, sums, best);
+  if (c.per_position && !lanes_per_edge(c.K)) {
+    run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>& w) {
+      const int64_t b = rows.order[task];
+      max_sums_one(c, b, rows.of(b), rows.length(b), w, sums, best);
+    });
+    return;
+  }
+  std::vector<S> trT;
+  if (!c.per_position) {
+    trT.resize(c.K * c.K);
+    for (int64_t j = 0; j < c.K; ++j)
+      for (int64_t k = 0; k < c.K; ++k) trT[k * c.K + j] = c.trans[j * c.K + k];
+  }
+  const int64_t blocks = (static_cast<int64_t>(rows.order.size()) + W - 1) / W;
+  run_tasks<S>(blocks, threads, [&](int64_t block, Work<S>& w) {
+    max_sums_block(c, Lanes<S>(rows, block), trT.data(), w, sums, best);
   });
 }
 
