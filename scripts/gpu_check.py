@@ -8,8 +8,8 @@ then ``bench_chain.py --device cuda``)::
 1. **Agreement** (exit status 1 on any mismatch, each printed): on random chains with holes, empty
    rows, forbidden (``-inf``) starts / transitions / ends / emissions, rows with no valid path, shared
    and per-edge transitions, float32 and float64, scores ×1e-3 … ×1e4: ``log Z``, node marginals,
-   Viterbi scores and paths, and the loss with its gradients, Triton against portable on the same
-   device.
+   Viterbi scores and paths, the entropy, and the loss with its gradients, Triton against portable on
+   the same device.
 2. **Timing**: the loss (forward + backward) at (64, 128, 17), crfhead (triton) against pytorch-crf
    when installed, median of 20 calls after warm-up, CUDA-synchronised.
 3. **bf16**: one training step of a transformer-CRF (a tiny random BERT, so no download) under
@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 
 from crfhead import make_potentials
-from crfhead.engine import log_partition, marginals, nll, viterbi
+from crfhead.engine import entropy, log_partition, marginals, nll, viterbi
 from crfhead.engine.backends import available
 
 INF = math.inf
@@ -105,14 +105,16 @@ def agreement(device: str, quick: bool) -> list[str]:
                             log_partition(pot, backend=backend),
                             marginals(pot, backend=backend),
                             *viterbi(pot, backend=backend),
+                            entropy(pot, backend=backend),
                         )
                     for name, a, b in zip(
-                        ("log Z", "marginals", "viterbi score"),
+                        ("log Z", "marginals", "viterbi score", "paths", "entropy"),
                         out["triton"],
                         out["portable"],
-                        strict=False,
+                        strict=True,
                     ):
-                        problems += [f"{tag}: {p}" for p in _close(name, a, b, *tol)]
+                        if name != "paths":
+                            problems += [f"{tag}: {p}" for p in _close(name, a, b, *tol)]
                     if not torch.equal(out["triton"][3].cpu(), out["portable"][3].cpu()):
                         problems.append(f"{tag}: Viterbi paths differ")
                     tags = out["portable"][3].clamp(min=0)
