@@ -269,3 +269,11 @@ def test_error_set_needs_asks_for_a_vocabulary_not_built() -> None:
     )
     with pytest.raises(ValueError, match=r"reads the batch fields \['features'\], whose vocab"):
         dm.set_needs(frozenset({"words", "features"}))
+
+
+def test_loader_workers_are_kept_across_epochs() -> None:
+    corpus = FinanceCorpus(train_docs=2, dev_docs=1, test_docs=1)
+    assert not TaggingDataModule(corpus=corpus).train_dataloader().persistent_workers
+    dm = TaggingDataModule(corpus=corpus, num_workers=1)
+    for loader in (dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader()):
+        assert loader.persistent_workers and loader.num_workers == 1
