@@ -121,7 +121,7 @@ class IndicatorEncoder(nn.Module):
 
 def _check_ids(features: Tensor, num_features: int) -> None:
     """Raise ``ValueError`` unless every id lies in ``[0, num_features)`` (one pass, one sync)."""
-    low, top = (int(v) for v in torch.aminmax(features))
+    low, top = torch.stack(torch.aminmax(features)).tolist()
     if top >= num_features or low < 0:
         raise ValueError(
             f"feature ids must lie in [0, num_features={num_features}), got ids up "
