@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import strategies as st
 
@@ -44,6 +46,35 @@ def random_chain(
     else:
         mask = torch.ones(B, T, dtype=torch.bool)
     return Chain(E, Tr, s, e, mask)
+
+
+def constrained_chain(seed: int, B: int, T: int, K: int, per_position: bool) -> Chain:
+    """:func:`random_chain` with about 30% of the transitions and starts forbidden (``-inf``)."""
+    c = random_chain(seed, B, T, K, per_position=per_position)
+    g = torch.Generator().manual_seed(seed + 1)
+    forbid = torch.rand(c.transitions.shape, generator=g) < 0.3
+    c.transitions = torch.where(forbid, torch.full_like(c.transitions, -math.inf), c.transitions)
+    c.start = torch.where(torch.rand(K, generator=g) < 0.3, -math.inf, c.start)
+    return c
+
+
+def check_topk(rows: list, scores: torch.Tensor, paths: torch.Tensor, k: int, T: int) -> None:
+    """``topk``'s ``(B, k)`` scores and ``(B, k, T)`` paths against enumerated ``rows``: the k best
+    scores (``-inf`` past the last path), each path a real path of its score, all distinct."""
+    for b, row in enumerate(rows):
+        want = row.sorted_scores()[:k]
+        want += [-math.inf] * (k - len(want))
+        assert scores[b].tolist() == pytest.approx(want, abs=1e-10)
+        seen = set()
+        for r in range(k):
+            path = paths[b, r].tolist()
+            if want[r] == -math.inf:
+                assert path == [-1] * T
+                continue
+            if row.positions:
+                assert row.scores[row.paths.index(path)] == pytest.approx(want[r], abs=1e-10)
+            seen.add(tuple(path))
+        assert len(seen) == sum(w > -math.inf for w in want)  # distinct paths
 
 
 @st.composite

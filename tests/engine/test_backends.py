@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 from brute import enumerate_rows
-from helpers import Chain, chains, random_chain
+from helpers import Chain, chains, constrained_chain, random_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crfhead import IMPOSSIBLE, make_potentials
+from crfhead import make_potentials
 from crfhead.engine import edge_marginals, log_partition, marginals, posterior_decode, viterbi
 from crfhead.engine.backends import BACKENDS, available, resolve, use_backend
 from crfhead.engine.potentials import ChainPotentials
@@ -29,15 +29,6 @@ if os.environ.get("TRITON_INTERPRET") == "1" and available("triton")[0]:
 
 def pot_of(c: Chain) -> ChainPotentials:
     return make_potentials(*c.args())
-
-
-def _constrained(seed: int, B: int, T: int, K: int, per_position: bool) -> Chain:
-    c = random_chain(seed, B, T, K, per_position=per_position)
-    g = torch.Generator().manual_seed(seed + 1)
-    forbid = torch.rand(c.transitions.shape, generator=g) < 0.3
-    c.transitions = torch.where(forbid, torch.full_like(c.transitions, IMPOSSIBLE), c.transitions)
-    c.start = torch.where(torch.rand(K, generator=g) < 0.3, IMPOSSIBLE, c.start)
-    return c
 
 
 pytestmark = pytest.mark.skipif(not FUSED, reason="no fused backend available here")
@@ -71,7 +62,7 @@ def test_fused_log_partition_marginals_viterbi_match_enumeration(backend: str, c
 def test_fused_gradients_match_portable_with_holes_empty_rows_and_constraints(
     backend: str, per_position: bool, dtype: torch.dtype
 ) -> None:
-    c = _constrained(3, 4, 6, 4, per_position)
+    c = constrained_chain(3, 4, 6, 4, per_position)
     c.mask[2] = False  # an empty row
     tol = 1e-10 if dtype == torch.float64 else 2e-5
     grads = {}
@@ -101,7 +92,7 @@ def test_fused_log_partition_gradcheck_float64(backend: str) -> None:
 
 @pytest.mark.parametrize("backend", FUSED)
 def test_fused_edge_marginals_and_posterior_decoding_agree(backend: str) -> None:
-    c = _constrained(7, 3, 6, 4, per_position=False)
+    c = constrained_chain(7, 3, 6, 4, per_position=False)
     pot = pot_of(c)
     with use_backend(backend):
         mbr = posterior_decode(pot, valid_only=True)
@@ -260,7 +251,7 @@ CPU = pytest.mark.skipif("cpu" not in FUSED, reason="the cpu kernel is unavailab
 def _block_case(
     seed: int, B: int, T: int, K: int, dtype: torch.dtype
 ) -> tuple[Chain, torch.Tensor]:
-    c = _constrained(seed, B, T, K, per_position=False)
+    c = constrained_chain(seed, B, T, K, per_position=False)
     g = torch.Generator().manual_seed(seed + 2)
     lengths = torch.randint(0, T + 1, (B,), generator=g)
     c.mask &= torch.arange(T)[None, :] < lengths[:, None]  # ragged rows, holes, some empty

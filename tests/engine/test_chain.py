@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 from brute import enumerate_rows
-from helpers import Chain, chains, random_chain
+from helpers import Chain, chains, check_topk, random_chain
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -96,20 +96,7 @@ def test_score_matches_enumeration(c: Chain, seed: int) -> None:
 @given(chains(), st.integers(1, 6))
 def test_topk_matches_enumeration(c: Chain, k: int) -> None:
     scores, paths = topk(pot_of(c), k)
-    for b, row in enumerate(rows_of(c)):
-        want = row.sorted_scores()[:k]
-        want += [-math.inf] * (k - len(want))
-        assert scores[b].tolist() == pytest.approx(want, abs=1e-10)
-        seen = set()
-        for r in range(k):
-            path = paths[b, r].tolist()
-            if want[r] == -math.inf:
-                assert path == [-1] * c.mask.shape[1]
-                continue
-            if row.positions:
-                assert row.scores[row.paths.index(path)] == pytest.approx(want[r], abs=1e-10)
-            seen.add(tuple(path))
-        assert len(seen) == sum(w > -math.inf for w in want)  # distinct paths
+    check_topk(rows_of(c), scores, paths, k, c.mask.shape[1])
 
 
 @given(chains())

@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 from brute import enumerate_rows
-from helpers import Chain, chains, random_chain
+from helpers import Chain, chains, check_topk, constrained_chain, random_chain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,15 +23,6 @@ if os.environ.get("TRITON_INTERPRET") == "1" and available("triton")[0]:
     FUSED.append("triton")
 
 pytestmark = pytest.mark.skipif(not FUSED, reason="no fused backend available here")
-
-
-def _constrained(seed: int, B: int, T: int, K: int, per_position: bool) -> Chain:
-    c = random_chain(seed, B, T, K, per_position=per_position)
-    g = torch.Generator().manual_seed(seed + 1)
-    forbid = torch.rand(c.transitions.shape, generator=g) < 0.3
-    c.transitions = torch.where(forbid, torch.full_like(c.transitions, IMPOSSIBLE), c.transitions)
-    c.start = torch.where(torch.rand(K, generator=g) < 0.3, IMPOSSIBLE, c.start)
-    return c
 
 
 @pytest.mark.parametrize("backend", FUSED)
@@ -59,25 +50,9 @@ def test_fused_ops_match_enumeration(backend: str, c: Chain, k: int) -> None:
         atol=1e-9,
     )
     scores, paths = topk(pot, k, backend=backend)
-    assert scores.shape == (c.mask.shape[0], k) and paths.shape == (
-        *c.mask.shape[:1],
-        k,
-        c.mask.shape[1],
-    )
-    for b, row in enumerate(rows):
-        want = row.sorted_scores()[:k]
-        want += [-math.inf] * (k - len(want))
-        assert scores[b].tolist() == pytest.approx(want, abs=1e-10)
-        seen = set()
-        for r in range(k):
-            path = paths[b, r].tolist()
-            if want[r] == -math.inf:
-                assert path == [-1] * c.mask.shape[1]
-                continue
-            if row.positions:
-                assert row.scores[row.paths.index(path)] == pytest.approx(want[r], abs=1e-10)
-            seen.add(tuple(path))
-        assert len(seen) == sum(w > -math.inf for w in want)
+    B, T = c.mask.shape
+    assert scores.shape == (B, k) and paths.shape == (B, k, T)
+    check_topk(rows, scores, paths, k, T)
 
 
 @pytest.mark.parametrize("backend", FUSED)
@@ -87,7 +62,7 @@ def test_fused_ops_match_portable_over_blocks_holes_constraints_and_dtypes(
     backend: str, per_position: bool, dtype: torch.dtype
 ) -> None:
     # 13 rows: a full block of 8 float lanes (4 double) and a part-filled one; row 2 empty.
-    c = _constrained(21, 13, 30, 9, per_position)
+    c = constrained_chain(21, 13, 30, 9, per_position)
     c.mask[2] = False
     c.mask[5, 1:] = False  # length 1
     args = [x.to(dtype) if x.is_floating_point() else x for x in c.args()]
@@ -166,7 +141,7 @@ def test_fused_samples_follow_the_enumerated_distribution(backend: str, per_posi
 
 @pytest.mark.parametrize("backend", FUSED)
 def test_fused_samples_are_reproducible_and_respect_forbidden_moves(backend: str) -> None:
-    c = _constrained(9, 3, 6, 4, per_position=False)
+    c = constrained_chain(9, 3, 6, 4, per_position=False)
     c.emissions[1] = IMPOSSIBLE  # row 1: no valid path
     pot = make_potentials(*c.args())
     a = sample(pot, 50, torch.Generator().manual_seed(1), backend=backend)

@@ -220,31 +220,32 @@ def _build() -> ctypes.CDLL:
     if cdll.crfhead_abi_version() != _ABI:
         raise RuntimeError(f"{lib} has ABI {cdll.crfhead_abi_version()}, expected {_ABI}")
     p, i64, c_int = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    chain = [
+        p,
+        p,
+        p,
+        p,
+        p,
+        i64,
+        i64,
+        i64,
+        c_int,
+    ]  # emissions, transitions, start, end, mask, B, T, K, per-edge
+    signatures: dict[str, tuple[list[Any], Any]] = {
+        "forward_backward": ([*chain, p, p, p, p, p, c_int], None),
+        "nll_grad": ([*chain, p, p, p, p, p, p, p, c_int], i64),
+        "scale_grads": ([p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p], None),
+        "viterbi": ([*chain, p, p, c_int], None),
+        "edge_marginals": ([*chain, p, p, p, c_int], None),
+        "max_sums": ([*chain, p, p, c_int], None),
+        "topk": ([*chain, i64, p, p, c_int], None),
+        "sample": ([p, p, p, p, i64, i64, i64, i64, p, c_int], None),
+    }
     for suffix in ("f32", "f64"):
-        fb = getattr(cdll, f"crfhead_forward_backward_{suffix}")
-        fb.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p, p, c_int]
-        fb.restype = None
-        nll = getattr(cdll, f"crfhead_nll_grad_{suffix}")
-        nll.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p, p, p, p, c_int]
-        nll.restype = i64
-        scale = getattr(cdll, f"crfhead_scale_grads_{suffix}")
-        scale.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, p]
-        scale.restype = None
-        vit = getattr(cdll, f"crfhead_viterbi_{suffix}")
-        vit.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, c_int]
-        vit.restype = None
-        em = getattr(cdll, f"crfhead_edge_marginals_{suffix}")
-        em.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, p, c_int]
-        em.restype = None
-        ms = getattr(cdll, f"crfhead_max_sums_{suffix}")
-        ms.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, p, p, c_int]
-        ms.restype = None
-        tk = getattr(cdll, f"crfhead_topk_{suffix}")
-        tk.argtypes = [p, p, p, p, p, i64, i64, i64, c_int, i64, p, p, c_int]
-        tk.restype = None
-        sm = getattr(cdll, f"crfhead_sample_{suffix}")
-        sm.argtypes = [p, p, p, p, i64, i64, i64, i64, p, c_int]
-        sm.restype = None
+        for name, (argtypes, restype) in signatures.items():
+            fn = getattr(cdll, f"crfhead_{name}_{suffix}")
+            fn.argtypes = argtypes
+            fn.restype = restype
     cdll.crfhead_torch_threads.argtypes = [c_int]
     cdll.crfhead_torch_threads.restype = c_int
     register_thread_setter(cdll.crfhead_torch_threads)

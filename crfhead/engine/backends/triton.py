@@ -9,15 +9,18 @@ marginals 0, Viterbi score ``-inf`` and path ``-1``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from crfhead.engine import decode, scan
 from crfhead.engine.backends.autograd import compose_nll
+
+# No Triton kernels yet for the per-edge marginals, max-sums, k-best and sampling: the portable scans
+# (same semantics) run on the device, and torch's operations need no context (glue). The entropy is
+# fused: it needs only forward_backward's parts.
+from crfhead.engine.backends.portable import edge_marginals, glue, max_sums, sample, topk
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.engine.scan import Moments, scale_grads
 
@@ -172,32 +175,3 @@ def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
             num_warps=_warps(block),
         )
     return scores, paths
-
-
-# No Triton kernels yet for the per-edge marginals, max-sums, k-best and sampling: the portable scans
-# (same semantics) run on the device. The entropy is fused: it needs only forward_backward's parts.
-
-
-def edge_marginals(pot: ChainPotentials) -> Tensor:
-    """Edge marginals ``(B, T-1, K, K)`` (the portable scan)."""
-    return scan.edge_marginals(pot)
-
-
-def max_sums(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """The max-product ``alpha + beta`` ``(B, T, K)`` and the best score ``(B,)`` (the portable scan)."""
-    return scan.max_sums(pot)
-
-
-def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
-    """The ``k`` best paths (the portable scan)."""
-    return decode.topk(pot, k)
-
-
-def sample(pot: ChainPotentials, num_samples: int, generator: torch.Generator | None) -> Tensor:
-    """``(S, B, T)`` exact samples (the portable scan)."""
-    return decode.sample(pot, num_samples, generator)
-
-
-def glue(pot: ChainPotentials) -> contextlib.AbstractContextManager[None]:
-    """No context: torch's operations on the device need none."""
-    return contextlib.nullcontext()

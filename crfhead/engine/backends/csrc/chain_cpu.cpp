@@ -1037,15 +1037,12 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
   }
 }
 
-// Viterbi of a block with shared transitions: the max-plus forward pass over all lanes, then each
-// lane's back-trace, recomputing the arg-max along its best path. A lane whose best final score is -inf
-// (no valid path) gets score -inf and keeps its all -1 path.
+// The max-plus forward pass of a block over all lanes (shared or per-edge transitions): w.A[i * K + k]
+// is the best score of a prefix ending in tag k at each lane's i-th unmasked position.
 template <typename S>
-void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, int64_t* paths) {
+void max_forward_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w) {
   using V = typename Simd<S>::V;
-  constexpr int W = Simd<S>::W;
-  const int64_t K = c.K, T = c.T, N = L.nmax;
-  const S* tr = c.trans;
+  const int64_t K = c.K, N = L.nmax;
   gather(c, L, w.E);
   w.A.resize(N * K);
   for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] + c.start[k];
@@ -1056,11 +1053,22 @@ void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, 
       gather_edges(c, L, i, w.M);
       lane_max_step(prev, w.M.data(), cur, K);
     } else {
-      chain_step<MaxPlus>(prev, tr, cur, K);
+      chain_step<MaxPlus>(prev, c.trans, cur, K);
     }
     const V* e = w.E.data() + i * K;
     for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
   }
+}
+
+// Viterbi of a block: the max-plus forward pass, then each lane's back-trace, recomputing the arg-max
+// along its best path. A lane whose best final score is -inf (no valid path) gets score -inf and keeps
+// its all -1 path.
+template <typename S>
+void viterbi_block(const Chain<S>& c, const Lanes<S>& L, Work<S>& w, S* scores, int64_t* paths) {
+  using V = typename Simd<S>::V;
+  constexpr int W = Simd<S>::W;
+  const int64_t K = c.K, T = c.T;
+  max_forward_block(c, L, w);
   for (int l = 0; l < W; ++l) {
     const int64_t n = L.n[l], b = L.b[l];
     if (n == 0) continue;
@@ -1482,21 +1490,7 @@ void max_sums_block(const Chain<S>& c, const Lanes<S>& L, const S* trT, Work<S>&
   using V = typename Simd<S>::V;
   constexpr int W = Simd<S>::W;
   const int64_t K = c.K, T = c.T, N = L.nmax;
-  gather(c, L, w.E);
-  w.A.resize(N * K);
-  for (int64_t k = 0; k < K; ++k) w.A[k] = w.E[k] + c.start[k];
-  for (int64_t i = 1; i < N; ++i) {
-    const V* prev = w.A.data() + (i - 1) * K;
-    V* cur = w.A.data() + i * K;
-    if (c.per_position) {
-      gather_edges(c, L, i, w.M);
-      lane_max_step(prev, w.M.data(), cur, K);
-    } else {
-      chain_step<MaxPlus>(prev, c.trans, cur, K);
-    }
-    const V* e = w.E.data() + i * K;
-    for (int64_t k = 0; k < K; ++k) cur[k] += e[k];
-  }
+  max_forward_block(c, L, w);
   for (int l = 0; l < W; ++l) {
     if (L.n[l] == 0) continue;
     const V* d = w.A.data() + (L.n[l] - 1) * K;
