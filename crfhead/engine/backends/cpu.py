@@ -26,7 +26,9 @@ scaled arithmetic may have lost mass is recomputed in log space): a row with no 
 ``-inf``, zero marginals, Viterbi score ``-inf`` and an all ``-1`` path; a forbidden gold path a loss
 of ``+inf``. A :class:`~crfhead.engine.backends.autograd.Kernel`: the loss is one native call forward (log Z,
 gold score, and the gradient: marginals minus gold counts, after checking the tags' range) and one
-backward (:func:`scale_grads`, by the upstream gradient).
+backward (:func:`scale_grads`, by the upstream gradient); the per-edge marginals
+(:func:`edge_marginals`), the max-sums (:func:`max_sums`, for the max-marginals), the k best paths
+(:func:`topk`) and samples (:func:`sample`: draws from the fused edge marginals) are one call each.
 """
 
 from __future__ import annotations
