@@ -5,8 +5,8 @@
     python scripts/lab_payloads.py --only finance --args '{"docs": [3]}'   # other arguments
 
 Each file is :data:`crfhead.lab.payloads.PAYLOADS` ``[tab](**arguments)`` plus ``command``, the command
-line that wrote it; ``tests/lab/test_payloads.py`` keeps the files equal to the functions (the slow tabs
-only under ``CRFHEAD_SLOW=1``). The keys are documented in ``crfhead/lab/static/data/SCHEMA.md``.
+line that wrote it; ``tests/lab/test_payloads.py`` keeps the files equal to the functions, floats at a
+stated tolerance (the slow tabs only under ``pytest --full``). The keys are documented in ``crfhead/lab/static/data/SCHEMA.md``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,34 @@
-"""Random tiny chains for the tests."""
+"""Random tiny chains for the tests; the suite's size (:func:`full`) and its shared data (:func:`needs_data`)."""
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import strategies as st
+
+
+def full() -> bool:
+    """Whether this is the full suite (``pytest --full`` or ``CRFHEAD_FULL=1``; see ``conftest.py``)."""
+    return os.environ.get("CRFHEAD_FULL") == "1"
+
+
+def needs_data(*parts: str) -> Path:
+    """The shared corpus file or folder ``parts`` under the data root; skips the test without it.
+
+    The corpora are licensed separately and never in the repository, so on a machine without them
+    (no ``$CRFHEAD_DATA``, no ``../shared/data``) a test that reads one skips, naming the path.
+    """
+    from crfhead.data.paths import data_dir
+
+    path = data_dir().joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data not found: {path} (set CRFHEAD_DATA)")
+    return path
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """The lab's payloads: every committed ``crfhead/lab/static/data/<tab>.json`` equals its generating function.
 
-Cheap tabs (trellis, perceptron, label bias) are recomputed exactly with the committed arguments. The
-slow ones (learning curves, finance, higher order) are recomputed at a tiny configuration for their
-schema and invariants (and, where a cell is independent of the rest, that cell exactly); their exact
-recompute runs only under ``CRFHEAD_SLOW=1``.
+Cheap tabs (trellis, perceptron, label bias) are recomputed with the committed arguments. The slow
+ones (learning curves, finance, higher order) are recomputed at a tiny configuration for their
+schema and invariants (and, where a cell is independent of the rest, that cell); their full
+recompute runs only in the full suite (``--full``). "Equal" is :func:`golden.assert_recomputes`:
+the structure, strings, integers and booleans exactly, floats to a relative 1e-9 and one unit in
+their sixth (last) decimal, since the fits round differently on another CPU or thread count.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from golden import assert_recomputes
+from helpers import needs_data
 
 from crfhead.lab.payloads import (
+    DIGITS,
+    MEMM_SPREAD_BOUND,
     PAYLOADS,
     SCHEMA,
     finance_payload,
@@ -30,7 +35,6 @@ from crfhead.lab.payloads import (
 )
 
 DATA = Path(__file__).resolve().parents[2] / "crfhead" / "lab" / "static" / "data"
-SLOW = pytest.mark.skipif(os.environ.get("CRFHEAD_SLOW") != "1", reason="set CRFHEAD_SLOW=1")
 ENVELOPE = {"tab", "schema", "title", "note", "function", "arguments"}
 
 
@@ -84,7 +88,7 @@ class TestFiles:
 
 class TestTrellis:
     def test_equal_to_function(self) -> None:
-        assert committed("trellis") == recomputed("trellis")
+        assert_recomputes(committed("trellis"), recomputed("trellis"), digits=DIGITS)
 
     def test_invariants(self) -> None:
         p = trellis_payload()
@@ -104,7 +108,7 @@ class TestTrellis:
 
 class TestPerceptron:
     def test_equal_to_function(self) -> None:
-        assert committed("perceptron") == recomputed("perceptron")
+        assert_recomputes(committed("perceptron"), recomputed("perceptron"), digits=DIGITS)
 
     def test_theorem_5(self) -> None:
         p = committed("perceptron")
@@ -133,18 +137,19 @@ def payload() -> dict[str, Any]:
 
 class TestLabelBias:
     def test_equal_to_function(self, payload: dict[str, Any]) -> None:
-        assert committed("label_bias") == payload
+        assert_recomputes(committed("label_bias"), payload, digits=DIGITS)
 
     def test_proposition_2(self, payload: dict[str, Any]) -> None:
         conts = payload["continuations"]
         f, k = payload["focus_index"], payload["labels"].index(payload["focus_label"])
         assert len(conts) == 5
         memm = [c["memm"]["focus_probability"] for c in conts]
-        exact = [float(c["memm"]["focus_probability_exact"]) for c in conts]
         # The MEMM's marginal of "the" ignores what follows: the same to every printed digit (the
-        # float64 values agree up to rounding of the backward pass).
-        assert len(set(memm)) == 1 and max(exact) - min(exact) < 1e-12
-        assert payload["summary"]["memm_identical"]
+        # float64 values agree up to rounding of the backward pass: memm_identical holds them to
+        # MEMM_SPREAD_BOUND before rounding).
+        assert len(set(memm)) == 1 and payload["summary"]["memm_identical"]
+        assert payload["summary"]["memm_spread_bound"] == f"{MEMM_SPREAD_BOUND:g}"
+        assert payload["summary"]["memm_spread"] == 0.0
         crf = [c["crf"]["focus_probability"] for c in conts]
         assert max(crf) - min(crf) > 0.5
         for c in conts:
@@ -180,10 +185,18 @@ class TestLearningCurves:
             # Bayes is the true model: no learned tagger beats its log-loss.
             assert all(b <= h for b, h in zip(w["loss"]["bayes"], w["loss"]["hmm"], strict=True))
 
-    @SLOW
     @pytest.mark.slow
     def test_equal_to_function(self) -> None:
-        assert committed("learning_curves") == recomputed("learning_curves")
+        """The log-losses to 1e-9; the accuracies to 5e-4 (24 of the 48,000 test tokens): where
+        Viterbi paths tie (words the fit never saw score alike), float64 rounding of the fit picks
+        the path, and the fused kernel built for another CPU rounds another way (AVX2 against
+        AVX-512: accuracies apart by up to 1.9e-4, about 9 tokens, with every log-loss equal)."""
+        assert_recomputes(
+            committed("learning_curves"),
+            recomputed("learning_curves"),
+            digits=DIGITS,
+            loose={r"\.(acc|exp)(\.|_)": 5e-4},
+        )
 
 
 class TestFinance:
@@ -192,7 +205,7 @@ class TestFinance:
         p = json.loads(json.dumps(finance_payload(docs=(3,), taggers=("hmm",))))
         check_envelope(p, "finance")
         cell = p["cells"]["hmm"][0]
-        assert cell == committed("finance")["cells"]["hmm"][0]
+        assert_recomputes(committed("finance")["cells"]["hmm"][0], cell, digits=DIGITS)
         assert all(probability(cell[k]) for k in ("accuracy", "f1", "unseen_accuracy"))
 
     def test_committed_shape(self) -> None:
@@ -206,10 +219,9 @@ class TestFinance:
         with pytest.raises(ValueError, match="unknown taggers"):
             finance_payload(taggers=("svm",))
 
-    @SLOW
     @pytest.mark.slow
     def test_equal_to_function(self) -> None:
-        assert committed("finance") == recomputed("finance")
+        assert_recomputes(committed("finance"), recomputed("finance"), digits=DIGITS)
 
 
 def check_higher_order(p: dict[str, Any]) -> None:
@@ -236,13 +248,14 @@ class TestHigherOrder:
     @pytest.mark.filterwarnings("ignore:L-BFGS stopped:RuntimeWarning")
     def test_tiny(self) -> None:
         """A chain fit on 300 tweets, loosely: a group of the test split still certifies."""
+        needs_data("msm2013")
         tiny = higher_order_payload(train_docs=300, weight=2.0, tol=1e-3, max_iter=30)
         check_higher_order(tiny)
 
-    @SLOW
     @pytest.mark.slow
     def test_equal_to_function(self) -> None:
-        assert committed("higher_order") == recomputed("higher_order")
+        needs_data("msm2013")
+        assert_recomputes(committed("higher_order"), recomputed("higher_order"), digits=DIGITS)
 
 
 def test_label_bias_tiny_refuses_unseen_ending() -> None:

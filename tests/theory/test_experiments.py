@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from golden import assert_recomputes
 from torch import Tensor
 
 from crfhead.theory.experiments import (
@@ -84,13 +85,13 @@ def _flat(*modules: torch.nn.Module) -> Tensor:
 # --- figure data -----------------------------------------------------------------------------------
 
 
-def test_docs_trellis_json_equals_viz_payload_exactly() -> None:
+def test_docs_trellis_json_equals_viz_payload() -> None:
+    """The committed figure data is the payload: its integers and paths exactly, its probabilities
+    (rounded to 6 decimals) to one unit in the last decimal, which another CPU may round the other way."""
     text = TRELLIS_JSON.read_text()
-    payload = viz_payload()
-    assert text == json.dumps(payload, indent=1, sort_keys=True) + "\n", (
-        "docs/trellis.json is stale: run python scripts/trellis_payload.py"
-    )
-    assert json.loads(text) == payload
+    committed = json.loads(text)
+    assert text == json.dumps(committed, indent=1, sort_keys=True) + "\n"  # as the script writes it
+    assert_recomputes(committed, json.loads(json.dumps(viz_payload())), digits=6)
 
 
 # --- the optimizer ---------------------------------------------------------------------------------

@@ -459,7 +459,7 @@
       models.forEach((md, j) => {
         const p = c[md.key].focus_probability;
         const x = gx + (j - models.length / 2) * barW + 2;
-        svg.append(s('rect', { x, y: Y(p), width: barW - 4, height: Y(0) - Y(p), fill: fills[j % 2], stroke: j ? '#D55E00' : '#003f66', 'stroke-width': 1.2, class: 'bar', dataset: { model: md.key, continuation: i } }, [s('title', { text: `${md.label}, “… ${c.ending.join(' ')}”: ${c[md.key].focus_probability_exact || p}` })]));
+        svg.append(s('rect', { x, y: Y(p), width: barW - 4, height: Y(0) - Y(p), fill: fills[j % 2], stroke: j ? '#D55E00' : '#003f66', 'stroke-width': 1.2, class: 'bar', dataset: { model: md.key, continuation: i } }, [s('title', { text: `${md.label}, “… ${c.ending.join(' ')}”: ${p}` })]));
         svg.append(s('text', { x: x + (barW - 4) / 2, y: Y(p) - 5, 'text-anchor': 'middle', 'font-size': 11, text: fmt(p) }));
         svg.append(s('text', { x: x + (barW - 4) / 2, y: H - m.b + 14, 'text-anchor': 'middle', 'font-size': 10.5, text: md.key.toUpperCase() }));
       });
@@ -472,7 +472,7 @@
       const sm = d.summary;
       panel.append(h('div', { class: 'stats' }, [
         stat(`CRF: p(${focusLabel}) ranges`, `${fmt(sm.crf_min)} – ${fmt(sm.crf_max)}`, 'crf-range'),
-        stat(`MEMM: the same under every ending? (spread ${sm.memm_spread_exact || sm.memm_spread})`, sm.memm_identical ? 'yes, to every digit' : 'no', 'memm-identical'),
+        stat(`MEMM: the same under every ending? (float64 values within ${sm.memm_spread_bound})`, sm.memm_identical ? 'yes, to every printed digit' : 'no', 'memm-identical'),
         stat(`MEMM: p(${focusLabel})`, String(sm.memm_value), 'memm-value'),
         stat('Viterbi opens a date at “the” (CRF / MEMM)', `${sm.crf_viterbi_opens_date ? sm.crf_viterbi_opens_date.filter(Boolean).length : '–'} / ${(sm.memm_viterbi_opens_date || []).filter(Boolean).length} of ${conts.length} endings`, 'memm-opens'),
       ]));
@@ -489,7 +489,7 @@
           return h('span', { class: `tok${t === fi ? ' focus' : ''}${unknown ? ' unknown' : ''}`, title: unknown ? 'read as the unknown word (never seen in training)' : null }, [h('span', { class: 'w', text: unknown ? `${tok}*` : tok }), h('span', { class: 'l', text: r.viterbi[t] }), h('span', { class: 'l', text: p === null ? '' : fmt(p) })]);
         });
         rows.push(h('div', { class: 'sentence', dataset: { continuation: i, model: md.key } }, [
-          h('div', { class: 'lab', text: `${md.label}, ending “${c.ending.join(' ')}”${c.count_in_training !== undefined ? ` (seen after “the” ${c.count_in_training}× in training)` : ''}: Viterbi label and its marginal; “${d.prefix[fi]}”: p(${focusLabel}) = ${r.focus_probability_exact || r.focus_probability}` }),
+          h('div', { class: 'lab', text: `${md.label}, ending “${c.ending.join(' ')}”${c.count_in_training !== undefined ? ` (seen after “the” ${c.count_in_training}× in training)` : ''}: Viterbi label and its marginal; “${d.prefix[fi]}”: p(${focusLabel}) = ${r.focus_probability}` }),
           h('div', { class: 'tokens' }, cells),
         ]));
       });
