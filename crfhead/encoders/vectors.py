@@ -36,7 +36,7 @@ import logging
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -493,9 +493,22 @@ class DistilledVectors(WordVectors):
             (:attr:`WordVectors.extend_vocab`); ``False``: the training words only.
 
     Raises:
-        FileNotFoundError: if ``model`` is not a folder (or the default model is not installed).
+        FileNotFoundError: if ``model`` is not a folder.
+        MissingPackageError: if ``model`` is ``None`` and the default model's package is not
+            installed.
         ValueError: if the folder has no ``config.json``, or ``batch_size < 1``.
     """
+
+    @staticmethod
+    def check_requirements(init_args: Mapping[str, Any]) -> None:
+        """The default model's package, where ``model`` is left to it (``train.py``, before building).
+
+        Raises:
+            MissingPackageError: if it is not installed.
+        """
+        from crfhead.encoders.transformer import check_default_model
+
+        check_default_model(init_args)
 
     def __init__(
         self,
@@ -522,7 +535,8 @@ class DistilledVectors(WordVectors):
         """The model folder (for ``model=None`` the default model's, found where it is loaded).
 
         Raises:
-            FileNotFoundError: if ``model`` is not a folder (or the default model is not installed).
+            FileNotFoundError: if ``model`` is not a folder.
+            MissingPackageError: if the default model's package is not installed.
             ValueError: if the folder has no ``config.json``.
         """
         from crfhead.encoders.transformer import _source

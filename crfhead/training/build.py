@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 from torch import nn
@@ -35,6 +36,7 @@ __all__ = [
     "build_decoder",
     "build_encoder",
     "build_head",
+    "check_requirements",
     "data_sizes",
     "encoder_word_vectors",
     "spec_needs",
@@ -158,6 +160,41 @@ def spec_needs(
     if getattr(head_cls, "scores_words", False):
         needs = needs | frozenset(getattr(head_cls, "needs", ()))
     return sorted(needs)
+
+
+def _specs(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every ``{"class_path": ...}`` spec in a configuration tree (dicts and lists), outermost first."""
+    if isinstance(tree, dict):
+        if isinstance(tree.get("class_path"), str):
+            yield tree
+        for value in tree.values():
+            yield from _specs(value)
+    elif isinstance(tree, list | tuple):
+        for value in tree:
+            yield from _specs(value)
+
+
+def check_requirements(config: dict[str, Any]) -> None:
+    """Ask every component of ``config`` whether the optional packages it needs are installed.
+
+    A class answers by a ``check_requirements(init_args)`` static method (the encoders that load the
+    default transformer model have one) that raises :class:`~crfhead.checks.MissingPackageError`;
+    a class without one, or one that cannot be imported (the builder names it), is not asked.
+    ``train.py`` calls this on the parsed configuration before anything is built, so a missing
+    package is one line rather than the parser's errors for every type a nested spec could have.
+
+    Raises:
+        MissingPackageError: for the first component whose package is missing.
+    """
+    for spec in _specs(config):
+        module_name, _, name = str(spec["class_path"]).rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError, ValueError):
+            continue
+        check = getattr(cls, "check_requirements", None)
+        if callable(check):
+            check(_encoder_args(spec))
 
 
 def without_sources(spec: dict[str, Any]) -> dict[str, Any]:

@@ -62,8 +62,15 @@ from pytorch_lightning.callbacks import ProgressBar
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from crfhead.checks import MissingPackageError
 from crfhead.data.datamodule import TaggingDataModule
-from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD, encoder_word_vectors, spec_needs
+from crfhead.training.build import (
+    DEFAULT_ENCODER,
+    DEFAULT_HEAD,
+    check_requirements,
+    encoder_word_vectors,
+    spec_needs,
+)
 from crfhead.training.callbacks import AtomicCheckpointIO, RunConsole, progress_bar
 from crfhead.training.checkpoints import check_same_model, read_checkpoint
 from crfhead.training.loggers import tensorboard_available
@@ -450,6 +457,7 @@ class TaggerCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:  # noqa: D102
         config = self.config[self.subcommand] if self.subcommand else self.config
+        check_requirements(config.as_dict())  # a missing optional package: one line, nothing built
         ours = "verbose" not in self._subcommand_method_arguments.get(self.subcommand or "", [])
         if ours and config.get("verbose"):
             self.console.show_all()  # verbose: true in a config file
@@ -568,6 +576,9 @@ def main(args: list[str] | None = None) -> TaggerCLI:
                 parser_kwargs={sub: defaults for sub in SUBCOMMANDS},
                 console=console,
             )
+        except MissingPackageError as error:
+            print(f"train.py: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
         except SIGTERMException:
             print("train.py: stopped by SIGTERM; the test pass did not run", file=sys.stderr)
             raise SystemExit(SIGTERM_EXIT) from None

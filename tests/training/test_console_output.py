@@ -205,6 +205,38 @@ def test_tensorboard_logs_into_the_run_folder(
     assert (version / "checkpoints" / "last.ckpt").is_file()
 
 
+@pytest.mark.parametrize(
+    "config", ["wnut17/bilstm_crf_vectors.yaml", "msm2013/transformer_crf.yaml"]
+)
+def test_a_config_whose_default_weights_are_missing_fails_in_one_line_naming_the_install(
+    config: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The default MiniLM (nested in ``word_vectors``, or the encoder itself) without its package:
+    one line, the command that installs it, exit 2, nothing built or written (no data is read)."""
+    import importlib.util
+
+    from crfhead.encoders.transformer import DEFAULT_MODEL_INSTALL, DEFAULT_MODEL_PACKAGE
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == DEFAULT_MODEL_PACKAGE else find_spec(name, *a),
+    )
+    monkeypatch.setenv("CRFHEAD_DATA", str(tmp_path / "no-data"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--config", f"crfhead:{config}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("train.py: error: the default transformer")
+    assert DEFAULT_MODEL_INSTALL in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_resumed_run_continues_its_own_log_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
