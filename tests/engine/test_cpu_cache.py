@@ -1,11 +1,14 @@
 """The cached native kernel is validated before loading: a truncated or corrupt library is rebuilt, never loaded.
 
-Each step runs in a fresh interpreter (the library is loaded once per process) with its own
-``CRFHEAD_CACHE``; loading a truncated shared library would kill the process with SIGBUS.
+Every kind of damage is detected in-process (the check that runs before loading); the rebuild itself
+runs in fresh interpreters (the library is loaded once per process) with their own ``CRFHEAD_CACHE``,
+for a truncated library in the default suite and for every kind of damage under ``--full`` (each is a
+compile of about 12 s). Loading a truncated shared library would kill the process with SIGBUS.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -14,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(
-    shutil.which(os.environ.get("CXX") or "c++") is None, reason="no C++ compiler"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which(os.environ.get("CXX") or "c++") is None, reason="no C++ compiler"
+    ),
+    pytest.mark.thread_invariant,  # files and builds
+]
 
 PROBE = (
     "import logging, sys; logging.basicConfig(level=logging.WARNING, stream=sys.stdout)\n"
@@ -44,13 +50,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return cache, first.stdout
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "no_record"])
-def test_a_damaged_cached_library_is_rebuilt_with_a_warning(
-    tmp_path: Path, built: tuple[Path, str], damage: str
-) -> None:
-    cache, first_out = built
-    shutil.copytree(cache, tmp_path, dirs_exist_ok=True)
-    (lib,) = tmp_path.glob("chain_cpu_*.so")
+def _damaged_copy(built: tuple[Path, str], folder: Path, damage: str) -> tuple[Path, bytes]:
+    """A copy of the built cache in ``folder`` with its library damaged; ``(library, its old bytes)``."""
+    shutil.copytree(built[0], folder, dirs_exist_ok=True)
+    (lib,) = folder.glob("chain_cpu_*.so")
     record = lib.with_name(lib.name + ".sha256")
     assert record.is_file()
     data = lib.read_bytes()
@@ -61,6 +64,42 @@ def test_a_damaged_cached_library_is_rebuilt_with_a_warning(
         lib.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
     else:
         record.unlink()
+    return lib, data
+
+
+DAMAGES = ["truncate", "flip", "no_record"]
+
+
+def test_a_healthy_cached_library_passes_the_check(built: tuple[Path, str]) -> None:
+    from crfhead.engine.backends import cpu
+
+    (lib,) = built[0].glob("chain_cpu_*.so")
+    assert cpu._cached(lib)
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_every_damage_is_detected_before_loading(
+    tmp_path: Path, built: tuple[Path, str], damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from crfhead.engine.backends import cpu
+
+    lib, _ = _damaged_copy(built, tmp_path, damage)
+    with caplog.at_level(logging.WARNING, logger=cpu.__name__):
+        assert not cpu._cached(lib)
+    assert (
+        f"{lib} does not match {lib.name}.sha256 (truncated or corrupt); rebuilding" in caplog.text
+    )
+
+
+@pytest.mark.parametrize(
+    "damage", [d if d == "truncate" else pytest.param(d, marks=pytest.mark.slow) for d in DAMAGES]
+)
+def test_a_damaged_cached_library_is_rebuilt_with_a_warning(
+    tmp_path: Path, built: tuple[Path, str], damage: str
+) -> None:
+    first_out = built[1]
+    lib, data = _damaged_copy(built, tmp_path, damage)
+    record = lib.with_name(lib.name + ".sha256")
     again = _probe(tmp_path)
     assert again.returncode == 0, f"exit {again.returncode}: {again.stderr[-2000:]}"
     assert "rebuilding" in again.stdout

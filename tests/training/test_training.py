@@ -315,6 +315,7 @@ def test_every_config_runs(config: Path, tmp_path: Path, monkeypatch: pytest.Mon
     )
 
 
+@pytest.mark.thread_invariant  # token counts
 def test_ddp_on_two_cpu_processes_counts_every_test_token_once(tmp_path: Path) -> None:
     """DDP with the gloo backend, launched as Lightning launches it (the script re-executed per rank)."""
     import json
@@ -337,6 +338,7 @@ def test_ddp_on_two_cpu_processes_counts_every_test_token_once(tmp_path: Path) -
     assert report["tokens"] == sum(len(s) for s in generate_corpus(1, 3))
 
 
+@pytest.mark.thread_invariant  # a process and its files
 def test_ctrl_c_leaves_a_resumable_checkpoint(tmp_path: Path) -> None:
     """SIGINT mid-training: OnExceptionCheckpoint writes a checkpoint that ``--ckpt_path`` resumes."""
     import signal
