@@ -52,7 +52,7 @@ TRITON=(tests/engine/test_backends.py tests/engine/test_exact_scale.py tests/eng
 
 phase "pass 1, the suite on 1 thread" \
   env OMP_NUM_THREADS=1 "${PYTEST[@]}" ${full[@]+"${full[@]}"} ${rest[@]+"${rest[@]}"}
-phase "pass 2, at $(.venv/bin/python -c 'import torch; print(torch.get_num_threads())') threads" \
+phase "pass 2, at the default $(.venv/bin/python -c 'import torch; print(torch.get_num_threads())') thread(s)" \
   env OMP_WAIT_POLICY=PASSIVE "${PYTEST[@]}" ${full[@]+"${full[@]}"} "${THREAD_SENSITIVE[@]}"
 phase "pass 3, portable backend" \
   env OMP_NUM_THREADS=1 CRFHEAD_BACKEND=portable "${PYTEST[@]}" ${full[@]+"${full[@]}"} "${CORE[@]}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+from typing import Any
 
 import pytest
 import torch
@@ -43,6 +44,17 @@ if os.environ.get("TRITON_INTERPRET") == "1" and available("triton")[0]:
 SCALES = [1e-3, 1.0, 1e2, 1e4, 1e6]
 
 
+def sweep(scales: list[float] = SCALES) -> list[Any]:
+    """``(backend, scale)`` for every backend and scale. Triton's interpreter takes a second a
+    launch: there the default suite runs the scales 1 and the largest, the others only with --full."""
+    keep = {1.0, max(scales)}
+    return [
+        pytest.param(b, s, marks=[pytest.mark.slow] if b == "triton" and s not in keep else [])
+        for b in BACKENDS
+        for s in scales
+    ]
+
+
 def forbidden_chain(
     seed: int, B: int, T: int, K: int, per_position: bool, scale: float, dtype: torch.dtype = F64
 ) -> tuple[torch.Tensor, ...]:
@@ -64,8 +76,7 @@ def _tolerance(scale: float, T: int, dtype: torch.dtype) -> float:
     return eps * max(1.0, scale * (2 * T + 2))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize(("backend", "scale"), sweep())
 @pytest.mark.parametrize("per_position", [False, True])
 def test_log_z_marginals_and_viterbi_match_enumeration_at_every_scale(
     backend: str, scale: float, per_position: bool
@@ -99,8 +110,7 @@ def test_log_z_marginals_and_viterbi_match_enumeration_at_every_scale(
             assert row.scores[row.paths.index(got)] == pytest.approx(want_best, abs=tol)  # ... best
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize(("backend", "scale"), sweep())
 def test_float32_inputs_are_exact_to_float32_precision_at_every_scale(
     backend: str, scale: float
 ) -> None:
@@ -126,8 +136,7 @@ def test_float32_inputs_are_exact_to_float32_precision_at_every_scale(
         )
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize(("backend", "scale"), sweep())
 def test_topk_reports_exactly_the_valid_paths_whatever_their_scores(
     backend: str, scale: float
 ) -> None:
@@ -334,8 +343,7 @@ def test_padding_may_hold_nan_and_inf_and_is_never_read(backend: str) -> None:
     assert not bool(grad.isnan().any()) and bool((grad[pad] == 0).all())
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize(("backend", "scale"), sweep())
 def test_entropy_max_marginals_and_samples_with_forbidden_scores(
     backend: str, scale: float
 ) -> None:
