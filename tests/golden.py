@@ -36,7 +36,6 @@ def mismatches(
     *,
     rtol: float = FIT_RTOL,
     digits: int | None = None,
-    atol: float = 0.0,
     loose: Mapping[str, float] | None = None,
     where: str = "$",
 ) -> list[str]:
@@ -47,17 +46,15 @@ def mismatches(
         recomputed: the same tree computed again.
         rtol: the relative tolerance of floats.
         digits: the decimals the floats were rounded to (one unit of the last is allowed).
-        atol: an absolute tolerance of floats beside that unit.
-        loose: a wider absolute tolerance for the floats whose path (``$.worlds[0].acc``) matches
-            a regular expression, each with its reason stated where it is used.
+        loose: an absolute tolerance, beside that unit, for the floats whose path (such as
+            ``$.worlds[0].acc``) matches a regular expression; its reason stated where it is used.
         where: the path of the root in the messages.
     """
     unit = 10.0**-digits * (1 + 1e-9) if digits is not None else 0.0
     patterns = [(re.compile(k), v) for k, v in (loose or {}).items()]
 
     def tolerance(path: str) -> float:
-        wide = [v for pattern, v in patterns if pattern.search(path)]
-        return max([atol, *wide]) + unit
+        return max([0.0, *(v for pattern, v in patterns if pattern.search(path))]) + unit
 
     out: list[str] = []
 
@@ -99,11 +96,10 @@ def assert_recomputes(
     *,
     rtol: float = FIT_RTOL,
     digits: int | None = None,
-    atol: float = 0.0,
     loose: Mapping[str, float] | None = None,
 ) -> None:
     """Fail, listing the first differences, unless :func:`mismatches` finds none."""
-    found = mismatches(committed, recomputed, rtol=rtol, digits=digits, atol=atol, loose=loose)
+    found = mismatches(committed, recomputed, rtol=rtol, digits=digits, loose=loose)
     shown = "\n  ".join(found[:20])
     more = f"\n  ... and {len(found) - 20} more" if len(found) > 20 else ""
     assert not found, f"{len(found)} differences:\n  {shown}{more}"
