@@ -1,6 +1,6 @@
 """The higher-order decoder ``train.py`` drives by config: chains plus weighted factors, per group (seed ``001``).
 
-:class:`FactorDecoder` is a :class:`~crfhead.training.group_decoder.GroupDecoder`: for every group of
+:class:`FactorDecoder` is a :class:`~crfhead.model.group_decoder.GroupDecoder`: for every group of
 a batch it builds the group's patterns (:mod:`crfhead.higher_order.factors`), scores each kind ``k``
 by ``scale * weights[k]`` and decodes the group with :func:`~crfhead.higher_order.decode.decode`
 (``dd2slave`` by default). Its weights are either
@@ -26,7 +26,7 @@ from crfhead.engine.potentials import ChainPotentials
 from crfhead.higher_order.decode import METHODS, decode
 from crfhead.higher_order.factors import Consistency, Factors
 from crfhead.higher_order.patterns import Pattern
-from crfhead.training.group_decoder import GroupDecoder, batch_groups
+from crfhead.model.group_decoder import GroupDecoder, batch_groups
 
 __all__ = ["DEFAULT_GRID", "FactorDecoder"]
 

@@ -4,8 +4,8 @@
 * :mod:`~crfhead.inference.entities`: :class:`Entity` and :class:`Tagged`, what tagging returns;
 * :mod:`~crfhead.inference.saved`: the saved-folder format (safetensors + JSON) and checkpoint reading.
 
-Above :mod:`crfhead.training`'s plain modules (the tagger, its builders); never imports Lightning for
-a saved folder.
+Above :mod:`crfhead.model` (the tagger, its builder); never imports training or Lightning for a saved
+folder.
 """
 
 from crfhead.data.tokenize import Token

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crfhead.training.checkpoints import read_checkpoint
-from crfhead.training.model import Tagger
+from crfhead.model.checkpoints import read_checkpoint
+from crfhead.model.tagger import Tagger
 
 __all__ = ["FORMAT", "ModelFiles", "read_model", "save_folder"]
 
@@ -47,7 +47,7 @@ class ModelFiles:
     Attributes:
         config: ``{"encoder", "head", "constrained", "decoder"}`` specs (and more from a folder).
         vocabs: the serialised vocabularies.
-        state_dict: the :class:`~crfhead.training.model.Tagger`'s weights (CPU tensors).
+        state_dict: the :class:`~crfhead.model.tagger.Tagger`'s weights (CPU tensors).
         source: the path read.
         report: the test report beside a checkpoint (``test_report.json``), if any.
     """

@@ -27,7 +27,7 @@ from crfhead.evaluation.spans import span_probabilities
 from crfhead.inference.entities import Entity, Tagged, entities_of
 from crfhead.inference.saved import ModelFiles, read_model, save_folder
 from crfhead.schemes import tags_to_spans
-from crfhead.training.model import Tagger
+from crfhead.model.tagger import Tagger
 
 __all__ = ["PROGRESS_FROM", "TextTagger", "load"]
 
@@ -58,7 +58,7 @@ class TextTagger:
         device: where to run (default: the CPU).
 
     Attributes:
-        model: the :class:`~crfhead.training.model.Tagger`, in eval mode.
+        model: the :class:`~crfhead.model.tagger.Tagger`, in eval mode.
         vocabs: the vocabularies.
         tokenizer: the model's tokenizer, or ``None`` when its checkpoint predates tokenizers being
             saved (then raw text is refused; pre-tokenised input works).

@@ -1,10 +1,10 @@
-"""Training: the tagger as a plain module, its Lightning module, callbacks, and config-built components.
+"""Training: the Lightning module that fits a :class:`~crfhead.model.tagger.Tagger`, its callbacks and ``train.py``.
 
-* :mod:`~crfhead.training.model`: :class:`~crfhead.training.model.Tagger`, encoder → emissions → head
-  (plain ``nn.Module``, no Lightning);
-* :mod:`~crfhead.training.build`: encoders and heads from ``class_path`` specs;
 * :mod:`~crfhead.training.module`: the ``LightningModule`` (steps, metrics, optimisers);
-* :mod:`~crfhead.training.callbacks`, :mod:`~crfhead.training.cli` (``train.py``).
+* :mod:`~crfhead.training.callbacks`, :mod:`~crfhead.training.loggers`,
+  :mod:`~crfhead.training.cli` (``train.py``), :mod:`~crfhead.training.plot` (learning curves).
 
-Lightning is imported only by the modules that need it.
+The model itself (:mod:`crfhead.model`) is plain ``nn.Module``s; Lightning is imported only by the
+modules here that need it.
 """
+

@@ -20,7 +20,7 @@ specs (so that a checkpoint stores them as plain data), which LightningCLI canno
 ``--model.encoder.help CLASS`` (``head``, ``decoder``; a name such as ``MEMM`` or a class path) prints
 the class's config arguments, without those the data fills in; ``--model.head.help`` lists the classes.
 An unknown ``init_args`` key is refused before training, naming the allowed ones
-(:mod:`crfhead.training.build`).
+(:mod:`crfhead.model.build`).
 
 **A quiet console.** Training prints the run folder, the progress bar with the epoch's ``val/f1``,
 the best checkpoint, the test report and its path
@@ -35,7 +35,7 @@ a temporary folder, removed at the end).
 
 Runs never lose or mix up work: a checkpoint is resumed only when ``--ckpt_path`` names it (checked to
 be a crfhead checkpoint of the configured encoder, head and decoder; see
-:mod:`crfhead.training.checkpoints`), and the resumed run continues the checkpoint's own version folder
+:mod:`crfhead.model.checkpoints`), and the resumed run continues the checkpoint's own version folder
 (``runs/<name>/version_<n>``, its ``metrics.csv`` cut at the checkpoint's step) instead of starting a
 new one. Every checkpoint is written atomically
 (:class:`~crfhead.training.callbacks.AtomicCheckpointIO`), and a run stopped by SIGTERM exits with
@@ -64,7 +64,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from crfhead.checks import MissingPackageError
 from crfhead.data.datamodule import TaggingDataModule
-from crfhead.training.build import (
+from crfhead.model.build import (
     DEFAULT_ENCODER,
     DEFAULT_HEAD,
     check_requirements,
@@ -72,7 +72,7 @@ from crfhead.training.build import (
     spec_needs,
 )
 from crfhead.training.callbacks import AtomicCheckpointIO, RunConsole, progress_bar
-from crfhead.training.checkpoints import check_same_model, read_checkpoint
+from crfhead.model.checkpoints import check_same_model, read_checkpoint
 from crfhead.training.loggers import tensorboard_available
 from crfhead.training.module import TaggerModule
 
@@ -271,7 +271,7 @@ def _verbose(argv: list[str]) -> tuple[bool, list[str]]:
 _DATA_OWNED = frozenset(
     {"num_tags", "num_features", "vocab_size", "char_vocab_size", "word_vocab", "labels", "scheme"}
 )
-"""Constructor arguments the data fills in (:mod:`crfhead.training.build`): never in a config."""
+"""Constructor arguments the data fills in (:mod:`crfhead.model.build`): never in a config."""
 
 _COMPONENT_PACKAGES = {
     "encoder": "crfhead.encoders",
@@ -289,7 +289,7 @@ def _components(key: str) -> dict[str, type]:
     from torch import nn
 
     from crfhead.heads.base import ChainHead, CountingHead
-    from crfhead.training.group_decoder import GroupDecoder
+    from crfhead.model.group_decoder import GroupDecoder
 
     base = {"encoder": nn.Module, "head": ChainHead, "decoder": GroupDecoder}[key]
     package = importlib.import_module(_COMPONENT_PACKAGES[key])

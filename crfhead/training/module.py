@@ -1,4 +1,4 @@
-"""The LightningModule around :class:`~crfhead.training.model.Tagger`: steps, metrics, optimisers. Orchestration only.
+"""The LightningModule around :class:`~crfhead.model.tagger.Tagger`: steps, metrics, optimisers. Orchestration only.
 
 Hyper-parameters (the encoder spec and the vocabularies linked from the data module) are saved in
 every checkpoint, so ``TaggerModule.load_from_checkpoint(path)`` rebuilds a model that decodes strings
@@ -22,8 +22,8 @@ from crfhead.data.sentence import LabelVocab
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.evaluation.report import format_report, write_report_json
 from crfhead.heads.base import CountingHead
-from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD, without_sources
-from crfhead.training.model import Tagger
+from crfhead.model.build import DEFAULT_ENCODER, DEFAULT_HEAD, without_sources
+from crfhead.model.tagger import Tagger
 
 __all__ = ["OPTIMIZERS", "TaggerModule"]
 
@@ -49,7 +49,7 @@ class TaggerModule(pl.LightningModule):
             Collins' update).
         report_dir: where the test report (text and JSON) is written (default: the logger's folder).
         decoder: ``{"class_path": ..., "init_args": {...}}`` of a
-            :class:`~crfhead.training.group_decoder.GroupDecoder` that decodes each group of a batch
+            :class:`~crfhead.model.group_decoder.GroupDecoder` that decodes each group of a batch
             jointly (higher-order CRFs: ``crfhead.higher_order.FactorDecoder``; the data module
             needs a ``grouping``); ``labels`` and ``scheme`` come from the data. A decoder with a
             ``grid`` has its scale chosen on dev at every validation (logged as ``val/decoder_scale``,

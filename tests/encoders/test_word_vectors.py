@@ -21,7 +21,7 @@ from crfhead.data.vocab import Vocab
 from crfhead.encoders import BiLSTMEncoder, Coverage, DistilledVectors, TextVectors
 from crfhead.encoders import vectors as vectors_module
 from crfhead.encoders.vectors import embedding_matrix, folder_hash
-from crfhead.training.build import build_encoder
+from crfhead.model.build import build_encoder
 
 ROOT = Path(__file__).resolve().parents[2]
 K = 5

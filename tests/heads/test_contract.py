@@ -8,8 +8,8 @@ import torch
 import crfhead.heads as heads
 from crfhead.data.sentence import LabelVocab
 from crfhead.heads.base import ChainHead, CountingHead
-from crfhead.training.build import build_head
-from crfhead.training.model import Tagger
+from crfhead.model.build import build_head
+from crfhead.model.tagger import Tagger
 
 LABELS = LabelVocab.from_types(["PER"], "BIO")
 

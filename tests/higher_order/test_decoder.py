@@ -20,7 +20,7 @@ from crfhead.higher_order import (
 )
 from crfhead.higher_order.patterns import pattern_score
 from crfhead.schemes import entity_types
-from crfhead.training.model import Tagger
+from crfhead.model.tagger import Tagger
 
 LABELS = LabelVocab.from_types(["LOC", "PER"], "BIOES")
 TEXTS = ["Paris is nice", "I love Paris", "Paris again , Paris", "nothing here"]

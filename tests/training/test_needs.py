@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from crfhead.training.build import spec_needs
+from crfhead.model.build import spec_needs
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import torch
 from test_training import _args
 
 from crfhead.training.callbacks import AtomicCheckpointIO
-from crfhead.training.checkpoints import read_checkpoint
+from crfhead.model.checkpoints import read_checkpoint
 from crfhead.training.cli import SIGTERM_EXIT
 from crfhead.training.loggers import CSVLogger
 from train import main

@@ -1,9 +1,9 @@
 """The tagger as a plain ``nn.Module``: encoder → emissions ``(B, T, K)`` → head (CRF, MEMM, perceptron, HMM). No Lightning.
 
-Components come from config specs (:mod:`crfhead.training.build`); the head is any
+Components come from config specs (:mod:`crfhead.model.build`); the head is any
 :class:`~crfhead.heads.base.ChainHead`, whose contract says whether it scores words itself and
 whether it is fitted by counting (:class:`~crfhead.heads.base.CountingHead`). An optional
-:class:`~crfhead.training.group_decoder.GroupDecoder` decodes each group of a batch jointly in place of
+:class:`~crfhead.model.group_decoder.GroupDecoder` decodes each group of a batch jointly in place of
 the head's decoder (higher-order CRFs); one that learns its weights trains them with the perceptron
 loss of the group, which needs the :class:`~crfhead.heads.perceptron.StructuredPerceptron` head.
 """
@@ -20,14 +20,14 @@ from crfhead.data.sentence import LabelVocab
 from crfhead.data.vocab import Vocab
 from crfhead.heads.base import ChainHead, CountingHead, reduce_loss
 from crfhead.heads.perceptron import StructuredPerceptron
-from crfhead.training.build import (
+from crfhead.model.build import (
     DEFAULT_ENCODER,
     DEFAULT_HEAD,
     build_decoder,
     build_encoder,
     build_head,
 )
-from crfhead.training.group_decoder import GroupDecoder
+from crfhead.model.group_decoder import GroupDecoder
 
 __all__ = ["Tagger"]
 

@@ -2,7 +2,7 @@
 
 A :class:`GroupDecoder` takes the head's chain potentials of a grouped batch
 (:attr:`~crfhead.data.batching.Batch.groups`, :mod:`crfhead.data.grouping`) and returns one labelling
-per group under the chains *plus* its own non-local factors. :class:`~crfhead.training.model.Tagger`
+per group under the chains *plus* its own non-local factors. :class:`~crfhead.model.tagger.Tagger`
 uses it in place of the head's Viterbi when a config names one (``model.decoder``); the implementation
 shipped is :class:`crfhead.higher_order.decoder.FactorDecoder`, which this package never imports.
 

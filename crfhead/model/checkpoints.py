@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from crfhead.training.build import DEFAULT_ENCODER, DEFAULT_HEAD
+from crfhead.model.build import DEFAULT_ENCODER, DEFAULT_HEAD
 
 __all__ = ["check_same_model", "component", "read_checkpoint"]
 

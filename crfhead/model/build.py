@@ -1,6 +1,6 @@
 """Components from ``{"class_path": ..., "init_args": {...}}`` specs, with the sizes the data imposes.
 
-Encoders, heads and group decoders (:mod:`crfhead.training.group_decoder`).
+Encoders, heads and group decoders (:mod:`crfhead.model.group_decoder`).
 
 A config names an encoder or a head by class path; :func:`build_encoder` and :func:`build_head` import
 it, check every ``init_args`` key against the constructor's signature and fill in what the data owns
@@ -28,7 +28,7 @@ from torch import nn
 from crfhead.data.sentence import LabelVocab
 from crfhead.data.vocab import Vocab
 from crfhead.heads.base import ChainHead
-from crfhead.training.group_decoder import GroupDecoder
+from crfhead.model.group_decoder import GroupDecoder
 
 __all__ = [
     "DEFAULT_ENCODER",
@@ -240,7 +240,7 @@ def build_decoder(spec: dict[str, Any], labels: LabelVocab) -> GroupDecoder:
     """Instantiate a group decoder (e.g. ``crfhead.higher_order.FactorDecoder``) with ``labels``, ``scheme``.
 
     Raises:
-        ValueError: unknown class, not a :class:`~crfhead.training.group_decoder.GroupDecoder`,
+        ValueError: unknown class, not a :class:`~crfhead.model.group_decoder.GroupDecoder`,
             unknown or data-owned ``init_args`` keys.
     """
     provided: dict[str, Any] = {"labels": labels.labels, "scheme": labels.scheme}
