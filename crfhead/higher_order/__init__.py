@@ -8,7 +8,11 @@ dual decomposition with two slaves: Viterbi on the chains and one minimum cut fo
   :class:`DecodeResult` (labelling, score, bound, certificate, history);
 * builders: :func:`group_tweets`, :func:`consistency_patterns`, :func:`skip_patterns`;
 * for ``train.py``: :class:`FactorDecoder` (``model.decoder`` in a config) over the factor kinds
-  :class:`Consistency` and :class:`SkipChain`, on groups from :mod:`crfhead.data.grouping`.
+  :class:`Consistency` and :class:`SkipChain`, on groups from :mod:`crfhead.data.grouping`;
+* for a trained chain model (``scripts/higher_order_eval.py``): each corpus's groups, factors and dev
+  grid (:mod:`~crfhead.higher_order.corpus_setup`), its evaluation per group and the weight chosen
+  on dev (:mod:`~crfhead.higher_order.evaluation`), and the two-stage baseline of Krishnan & Manning
+  (:mod:`~crfhead.higher_order.two_stage`, :mod:`~crfhead.higher_order.two_stage_pipeline`).
 
 The rest of the library does not import this package; scipy is imported by the min-cut and ILP
 solvers when they run.

@@ -67,12 +67,17 @@ class Consistency(Factors):
     Args:
         max_length: the longest phrase, in tokens.
         lowercase: compare tokens case-insensitively.
+        min_sentences: groups of fewer sentences get no patterns (2: phrases are linked across
+            tweets only, never within a tweet alone, as the seed's tweet groups are decoded).
     """
 
-    def __init__(self, max_length: int = 3, lowercase: bool = True) -> None:
+    def __init__(self, max_length: int = 3, lowercase: bool = True, min_sentences: int = 1) -> None:
         if max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {max_length}")
+        if min_sentences < 1:
+            raise ValueError(f"min_sentences must be >= 1, got {min_sentences}")
         self.max_length, self.lowercase = max_length, lowercase
+        self.min_sentences = min_sentences
 
     def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:  # noqa: D102
         return [*entity_types(labels, scheme), "O"]
@@ -80,6 +85,8 @@ class Consistency(Factors):
     def build(  # noqa: D102
         self, group: Sequence[Sequence[str]], labels: Sequence[str], scheme: str
     ) -> list[Pattern]:
+        if len(group) < self.min_sentences:
+            return []
         return consistency_patterns(
             group, labels, scheme, 1.0, max_length=self.max_length, lowercase=self.lowercase
         )
