@@ -34,12 +34,12 @@ from crfhead.theory.label_bias import (
     DEFAULT_POLYSEME,
     DEFAULT_PREFIX,
     continuation_rows,
-    encode,
     fit_finance_hmm,
     polyseme_rows,
     tag_counts,
     train_finance_taggers,
 )
+from crfhead.theory.window_data import encode
 
 ROOT = Path(__file__).resolve().parents[1]
 FOCUS = "B-DATE"

@@ -24,10 +24,8 @@ Every payload carries the envelope ``tab``, ``schema``, ``title``, ``note``, ``f
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,8 +59,6 @@ MEMM_SPREAD_BOUND = 1e-12
 """How far apart the MEMM's five float64 marginals of "the" may be and still be the same number
 (Proposition 2). Their actual spread (~1e-16) is float64 rounding, which differs from CPU to CPU, so
 the label-bias payload states this bound rather than the spread's bits."""
-
-_ROOT = Path(__file__).resolve().parents[2]
 
 
 def rounded(value: Any, digits: int = DIGITS) -> Any:
@@ -407,44 +403,23 @@ def _msm_chain(
     from crfhead.encoders.window import WordWindowEncoder
     from crfhead.heads.crf import CRF
     from crfhead.schemes import labels_for
-    from crfhead.theory.experiments import fit_lbfgs
-    from crfhead.theory.label_bias import encode
+    from crfhead.theory.experiments import fit_window_model
+    from crfhead.theory.window_data import encode, encode_tagged, word_vocab
 
     sentences, _ = read_msm2013(scheme="BIOES", warn=False)
     train, dev, test = split_msm2013(sentences, seed=13)
     if train_docs is not None:
         train = train[:train_docs]
     labels = labels_for(MSM2013_TYPES, "BIOES")
-    index = {t: i for i, t in enumerate(labels)}
-
-    def norm(w: str) -> str:
-        return w.lower()
-
-    counts = Counter(norm(w) for s in train for w in s.tokens)
-    vocab = {w: i + 1 for i, w in enumerate(sorted(w for w, c in counts.items() if c >= min_count))}
-    words, mask = encode([[norm(w) for w in s.tokens] for s in train], vocab)
-    tags = torch.zeros_like(words)
-    for b, s in enumerate(train):
-        tags[b, : len(s.tokens)] = torch.tensor([index[t] for t in s.tags or []])
+    vocab = word_vocab(([w.lower() for w in s.tokens] for s in train), min_count)
+    words, tags, mask = encode_tagged(train, vocab, labels, lowercase=True)
     K, V = len(labels), len(vocab) + 1
-    enc, crf = WordWindowEncoder(K, V, offsets).double(), CRF(K, labels=labels, scheme="BIOES")
-    crf.double()
-    params = [p for m in (enc, crf) for p in m.parameters()]
-    for p in params:
-        with torch.no_grad():
-            p.zero_()
+    enc, crf = WordWindowEncoder(K, V, offsets), CRF(K, labels=labels, scheme="BIOES")
     l2 = 1.0 / len(train)
-
-    def objective() -> Tensor:
-        loss = crf.loss(enc.emissions(words, mask), tags, mask, reduction="mean")
-        return loss + 0.5 * l2 * sum((p.pow(2).sum() for p in params), torch.zeros(()))
-
-    iterations = fit_lbfgs(params, objective, tol, max_iter)
-    enc.eval()
-    crf.eval()
+    iterations = fit_window_model(enc, crf, words, tags, l2, mask, tol=tol, max_iter=max_iter)
 
     def potentials_of(group: list[list[str]]) -> Any:
-        w, m = encode([[norm(t) for t in s] for s in group], vocab)
+        w, m = encode([[t.lower() for t in s] for s in group], vocab)
         with torch.no_grad():
             return crf.potentials(enc.emissions(w, m), m)
 

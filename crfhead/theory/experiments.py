@@ -56,6 +56,7 @@ __all__ = [
     "fit_lbfgs",
     "fit_memm",
     "fit_window_head",
+    "fit_window_model",
     "format_learning_curves",
     "format_memm_ceilings",
     "learning_curves",
@@ -184,7 +185,12 @@ def _penalty(modules: Sequence[nn.Module], l2: float) -> Tensor:
 
 
 def objective(
-    encoder: WordWindowEncoder, head: ChainHead, words: Tensor, tags: Tensor, l2: float
+    encoder: WordWindowEncoder,
+    head: ChainHead,
+    words: Tensor,
+    tags: Tensor,
+    l2: float,
+    mask: Tensor | None = None,
 ) -> Tensor:
     """The head's mean training loss per sequence plus ``l2/2 ||θ||²`` over every weight (a scalar).
 
@@ -196,8 +202,12 @@ def objective(
         words: ``(n, T)`` int64.
         tags: ``(n, T)`` int64.
         l2: ``λ``.
+        mask: ``(n, T)`` bool for sentences of different lengths, or ``None`` (all of length ``T``).
     """
-    loss = head.loss(encoder.emissions(words), tags, reduction="mean")
+    if mask is None:
+        loss = head.loss(encoder.emissions(words), tags, reduction="mean")
+    else:
+        loss = head.loss(encoder.emissions(words, mask), tags, mask, reduction="mean")
     return loss + _penalty((encoder, head), l2)
 
 
@@ -264,9 +274,49 @@ def fit_window_head(
     lam = 1.0 / n if l2 is None else float(l2)
     encoder = WordWindowEncoder(num_tags, vocab_size, offsets)
     head = head_class(num_tags)
+    fit_window_model(encoder, head, words, tags, lam, tol=tol, max_iter=max_iter, init=init)
+    return encoder, head
+
+
+def fit_window_model(
+    encoder: WordWindowEncoder,
+    head: ChainHead,
+    words: Tensor,
+    tags: Tensor,
+    l2: float,
+    mask: Tensor | None = None,
+    *,
+    tol: float = 1e-6,
+    max_iter: int = 500,
+    init: torch.Generator | None = None,
+) -> int:
+    """Fit a built window encoder and head, in place, by L-BFGS to the MAP of :func:`objective`.
+
+    The one fit of every window tagger of :mod:`crfhead.theory` and of the lab: the modules are made
+    float64, started at zero (or ``N(0, 1)`` from ``init``), fit full-batch by :func:`fit_lbfgs` and
+    left in eval mode. The head keeps what it was built with (labels, scheme constraints).
+
+    Args:
+        encoder: a :class:`~crfhead.encoders.WordWindowEncoder`.
+        head: a CRF or MEMM head over the encoder's tags.
+        words: ``(n, T)`` int64 word ids.
+        tags: ``(n, T)`` int64 gold tags (any value where masked).
+        l2: ``λ``.
+        mask: ``(n, T)`` bool, or ``None``: every sentence of length ``T``.
+        tol: gradient-norm target of :func:`fit_lbfgs`.
+        max_iter: L-BFGS iteration cap.
+        init: ``None`` starts at zero; a generator starts at ``N(0, 1)`` weights.
+
+    Returns:
+        The number of L-BFGS iterations run.
+    """
     params = _init((encoder, head), init)
-    fit_lbfgs(params, lambda: objective(encoder, head, words, tags, lam), tol, max_iter)
-    return encoder.eval(), head.eval()
+    iterations = fit_lbfgs(
+        params, lambda: objective(encoder, head, words, tags, l2, mask), tol, max_iter
+    )
+    encoder.eval()
+    head.eval()
+    return iterations
 
 
 fit_crf = functools.partial(fit_window_head, CRF)

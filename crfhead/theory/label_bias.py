@@ -25,6 +25,7 @@ global normalisation reaching back through the transitions.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,22 +42,27 @@ from crfhead.heads.base import ChainHead
 from crfhead.heads.crf import CRF
 from crfhead.heads.hmm import HMM
 from crfhead.heads.memm import MEMM
-from crfhead.theory.experiments import fit_lbfgs, memm_offsets
+from crfhead.schemes import split_label
+from crfhead.theory.experiments import fit_window_model, memm_offsets
+from crfhead.theory.window_data import encode, encode_tagged, word_vocab
 
 __all__ = [
     "DEFAULT_ENDINGS",
     "DEFAULT_POLYSEME",
     "DEFAULT_POLYSEME_CONTEXTS",
     "DEFAULT_PREFIX",
+    "SCHEME",
     "FinanceTaggers",
     "continuation_rows",
-    "encode",
     "fit_finance_hmm",
     "polyseme_contexts",
     "polyseme_rows",
     "tag_counts",
     "train_finance_taggers",
 ]
+
+SCHEME = "BIO"
+"""The finance corpus's scheme: both taggers' constraints, and how a label's entity type is read."""
 
 DEFAULT_PREFIX: tuple[str, ...] = tuple("solenne power guided to percent growth in the".split())
 """The seed's opening; its last token, "the", is the one whose tag depends on what follows."""
@@ -121,46 +127,6 @@ class FinanceTaggers:
     info: dict[str, Any]
 
 
-def encode(sentences: Sequence[Sequence[str]], vocab: dict[str, int]) -> tuple[Tensor, Tensor]:
-    """Word ids ``(B, T)`` int64 (0 for unknown words and padding) and the mask ``(B, T)`` bool."""
-    if not sentences or any(len(s) == 0 for s in sentences):
-        raise ValueError("encode needs at least one sentence, none of them empty")
-    T = max(len(s) for s in sentences)
-    words = torch.zeros(len(sentences), T, dtype=torch.long)
-    mask = torch.zeros(len(sentences), T, dtype=torch.bool)
-    for b, s in enumerate(sentences):
-        words[b, : len(s)] = torch.tensor([vocab.get(w, 0) for w in s])
-        mask[b, : len(s)] = True
-    return words, mask
-
-
-def _fit(
-    head: ChainHead,
-    encoder: WordWindowEncoder,
-    words: Tensor,
-    tags: Tensor,
-    mask: Tensor,
-    l2: float,
-    tol: float,
-    max_iter: int,
-) -> int:
-    encoder.double()
-    head.double()
-    params = [p for m in (encoder, head) for p in m.parameters()]
-    for p in params:
-        with torch.no_grad():
-            p.zero_()
-
-    def objective() -> Tensor:
-        loss = head.loss(encoder.emissions(words, mask), tags, mask, reduction="mean")
-        return loss + 0.5 * l2 * sum((p.pow(2).sum() for p in params), torch.zeros(()))
-
-    iterations = fit_lbfgs(params, objective, tol, max_iter)
-    encoder.eval()
-    head.eval()
-    return iterations
-
-
 def train_finance_taggers(
     train_docs: int = 30,
     seed: int = 0,
@@ -188,21 +154,16 @@ def train_finance_taggers(
     try:
         corpus = FinanceCorpus(seed=seed, train_docs=train_docs, dev_docs=1, test_seed=seed + 1)
         train = corpus.load()["train"]
-        counts = Counter(w for s in train for w in s.tokens)
-        kept = sorted(w for w, c in counts.items() if c >= min_count)
-        vocab = {w: i + 1 for i, w in enumerate(kept)}
+        vocab = word_vocab((s.tokens for s in train), min_count)
         labels = list(LABELS)
-        index = {t: i for i, t in enumerate(labels)}
-        words, mask = encode([s.tokens for s in train], vocab)
-        tags = torch.zeros_like(words)
-        for b, s in enumerate(train):
-            tags[b, : len(s.tokens)] = torch.tensor([index[t] for t in s.tags or []])
+        words, tags, mask = encode_tagged(train, vocab, labels)
         l2 = 1.0 / len(train)
         V, K = len(vocab) + 1, len(labels)
-        crf_enc, crf = WordWindowEncoder(K, V, offsets), CRF(K, labels=labels, scheme="BIO")
-        memm_enc, memm = WordWindowEncoder(K, V, offsets), MEMM(K, labels=labels, scheme="BIO")
-        crf_iter = _fit(crf, crf_enc, words, tags, mask, l2, tol, max_iter)
-        memm_iter = _fit(memm, memm_enc, words, tags, mask, l2, tol, max_iter)
+        crf_enc, crf = WordWindowEncoder(K, V, offsets), CRF(K, labels=labels, scheme=SCHEME)
+        memm_enc, memm = WordWindowEncoder(K, V, offsets), MEMM(K, labels=labels, scheme=SCHEME)
+        fit = functools.partial(fit_window_model, tol=tol, max_iter=max_iter)
+        crf_iter = fit(crf_enc, crf, words, tags, l2, mask)
+        memm_iter = fit(memm_enc, memm, words, tags, l2, mask)
     finally:
         torch.set_num_threads(threads)
     info: dict[str, Any] = {
@@ -319,14 +280,9 @@ def fit_finance_hmm(
     train_docs = int(taggers.info["train_docs"])
     if taggers.info["corpus"] != f"FinanceCorpus(seed={seed}, train_docs={train_docs})":
         raise ValueError(f"the taggers were fit on {taggers.info['corpus']}, not on run {seed}")
-    index = {t: i for i, t in enumerate(taggers.labels)}
 
     def tagged(sentences: Sequence[Sentence]) -> tuple[Tensor, Tensor, Tensor]:
-        words, mask = encode([s.tokens for s in sentences], taggers.vocab)
-        tags = torch.zeros_like(words)
-        for b, s in enumerate(sentences):
-            tags[b, : len(s.tokens)] = torch.tensor([index[t] for t in s.tags or []])
-        return words, tags, mask
+        return encode_tagged(sentences, taggers.vocab, taggers.labels)
 
     corpus = FinanceCorpus(seed=seed, train_docs=train_docs, dev_docs=dev_docs, test_seed=seed + 1)
     dev = corpus.load()["dev"]
@@ -334,7 +290,7 @@ def fit_finance_hmm(
         len(taggers.labels),
         len(taggers.vocab) + 1,
         labels=taggers.labels,
-        scheme="BIO",
+        scheme=SCHEME,
         alphas=alphas,
         unknown_singletons=False,  # the vocabulary already maps rare words to id 0
         padding_index=None,  # id 0 is the unknown word, a symbol; padding is masked
@@ -402,7 +358,7 @@ def polyseme_rows(
             best = int(at_word.argmax())
             types: dict[str, float] = {}
             for k, label in enumerate(taggers.labels):
-                kind = label.split("-", 1)[-1]
+                kind = split_label(label, SCHEME)[1] or "O"
                 types[kind] = types.get(kind, 0.0) + float(at_word[k])
             row[key] = {
                 "marginals": gamma,
