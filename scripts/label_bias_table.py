@@ -1,4 +1,4 @@
-"""Label bias on trained finance taggers (seed 000, Proposition 2): one table, Markdown and JSON.
+"""Label bias on trained finance taggers (*Sequence Labeling: From HMMs to Linear-Chain CRFs*, Proposition 2): one table, Markdown and JSON.
 
     python scripts/label_bias_table.py [--train-docs 30] [--seed 0] [--out-dir docs/results]
     python scripts/label_bias_table.py --train-docs 3 --ending first quarter --ending fiscal year \\
@@ -52,7 +52,7 @@ SEED_REPORT = {
     "hmm_kestrel_platform_PRODUCT": 0.962,
     "kestrel_turbine_PRODUCT_in_training": 61,
 }
-"""What seed 000 reports for this demonstration (its corpus and its continuations)."""
+"""What the paper reports for this demonstration (its corpus and its continuations)."""
 
 
 def hmm_focus(

@@ -1,4 +1,4 @@
-"""The perceptron's mistake bound (seed 000, Theorem 5) at six margins: one table, Markdown and JSON.
+"""The perceptron's mistake bound (*Sequence Labeling: From HMMs to Linear-Chain CRFs*, Theorem 5) at six margins: one table, Markdown and JSON.
 
     python scripts/mistake_bound_table.py [--seeds 10] [--n 100] [--out-dir docs/results]
     python scripts/mistake_bound_table.py --seeds 2 --n 20 --out-dir /tmp/mb   # the smoke test's size
@@ -44,7 +44,7 @@ SEED_REPORT = {
     "looseness": [121, 2414],
     "not_monotone": "13, then 11",
 }
-"""What seed 000 reports: the ends of its sweep (its six rows are not printed)."""
+"""What the paper reports: the ends of its sweep (its six rows are not printed)."""
 
 
 def reachable(seed: int, n: int, length: int, num_tags: int, vocab_size: int) -> bool:

@@ -1,4 +1,4 @@
-"""Higher-order CRFs: chains plus non-local patterns over a group of sentences (seed ``001``).
+"""Higher-order CRFs: chains plus non-local patterns over a group of sentences (Qian & Liu, TACL 2014).
 
 Qian & Liu (TACL 2014) decode *generalized higher-order CRFs* (the linear chain of each sentence plus
 sparse patterns: skip edges between identical words, consistency factors over identical phrases) by

@@ -1,4 +1,4 @@
-"""2-slave dual decomposition (seed ``001``, Qian & Liu 2014, §3; the design note's §4).
+"""2-slave dual decomposition (Qian & Liu, TACL 2014, §3).
 
 The group's score splits into the chains and the non-local patterns. With multipliers ``θ`` on every
 ``(token, label)`` of the tokens the patterns touch (all labels of those tokens, not only the labels in

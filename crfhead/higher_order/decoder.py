@@ -1,4 +1,4 @@
-"""The higher-order decoder ``train.py`` drives by config: chains plus weighted factors, per group (seed ``001``).
+"""The higher-order decoder ``train.py`` drives by config: chains plus weighted factors, per group (Qian & Liu, TACL 2014).
 
 :class:`FactorDecoder` is a :class:`~crfhead.model.group_decoder.GroupDecoder`: for every group of
 a batch it builds the group's patterns (:mod:`crfhead.higher_order.factors`), scores each kind ``k``

@@ -1,4 +1,4 @@
-"""Kinds of non-local factors a decoder adds to a group, each kind with one weight (seed ``001``).
+"""Kinds of non-local factors a decoder adds to a group, each kind with one weight (Qian & Liu, TACL 2014).
 
 A :class:`Factors` builds a group's patterns with unit scores and says which *kind* each belongs to, so
 a decoder can weight kinds (one weight per entity type, and one for all-``O`` phrases) and count how

@@ -1,4 +1,4 @@
-"""Exact MAP of a higher-order CRF by integer linear programming, for validating the decoders (seed 001).
+"""Exact MAP of a higher-order CRF by integer linear programming, for validating the decoders (Qian & Liu, TACL 2014).
 
 The seed (Qian & Liu, TACL 2014, "Results") compares its 2-slave dual decomposition against exact
 inference by ILP (they used Gurobi); here HiGHS through :func:`scipy.optimize.milp` plays that part,

@@ -1,4 +1,4 @@
-"""Non-local factors of a higher-order CRF as patterns, and the full score of a labelling (seed 001, §2.1).
+"""Non-local factors of a higher-order CRF as patterns, and the full score of a labelling (Qian & Liu, TACL 2014, §2.1).
 
 A :class:`Pattern` adds ``score`` (any sign) to a labelling when every one of its cells ``(b, t, k)``
 holds: sentence ``b`` of the group has label ``k`` at position ``t``. A dense skip table between two

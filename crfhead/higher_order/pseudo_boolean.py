@@ -1,7 +1,7 @@
 """Supermodular quadratic pseudo-Boolean functions and their maximisation by one s–t minimum cut.
 
-The pattern slave of the 2-slave dual decomposition (seed ``001``, Qian & Liu, TACL 2014; the design
-note ``higher_order.md`` §4) maximises ``f(x) = c + Σ_u b_u x_u + Σ_e a_e x_l x_r`` over
+The pattern slave of the 2-slave dual decomposition (Qian & Liu, TACL 2014, §3)
+maximises ``f(x) = c + Σ_u b_u x_u + Σ_e a_e x_l x_r`` over
 ``x ∈ {0,1}^n`` with every ``a_e >= 0``. Such an ``f`` is supermodular, so ``E = -f`` is submodular and
 graph-representable (Kolmogorov & Zabih, *What energy functions can be minimized via graph cuts?*,
 PAMI 2004). With ``x_u = 1`` for a node on the sink side of a cut ``(S, T)``, ``s ∈ S``, ``t ∈ T``:

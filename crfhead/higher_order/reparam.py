@@ -1,9 +1,9 @@
 """The reparameterisation ψ of non-local patterns into a supermodular quadratic pseudo-Boolean form.
 
-Seed ``001`` (Qian & Liu, TACL 2014) puts every non-chain factor of a higher-order CRF into one
+Qian & Liu (TACL 2014) put every non-chain factor of a higher-order CRF into one
 slave solved by a minimum cut. With ``z_ik = 1[y_i = k]`` the patterns score
-``g(z) = Σ_c s_c ∏_{(i,k)∈c} z_ik``, a multilinear polynomial of any sign; ψ (the design note
-``higher_order.md`` §4, steps 1–5) turns it into ``g̃(z, w)``, quadratic with non-negative
+``g(z) = Σ_c s_c ∏_{(i,k)∈c} z_ik``, a multilinear polynomial of any sign; ψ (steps 1–5)
+turns it into ``g̃(z, w)``, quadratic with non-negative
 coefficients over ``z`` and auxiliary ``w``, such that ``max_w g̃(z(y), w) = g(y) + K`` for every
 labelling ``y`` (one-hot ``z``):
 
@@ -11,8 +11,8 @@ labelling ``y`` (one-hot ``z``):
    *negative* pattern of size >= 3, its score on every pair of its cells.
    ``C_ij = max(0, -min P_ij)`` over all ``L × L`` entries, and ``P_ij + C_ij >= 0`` is the
    coefficient of ``z_ik z_jl`` (zeros dropped): on one-hot ``z`` exactly one ``(k, l)`` of the pair
-   is on, so the shift adds exactly ``C_ij``, and ``K = Σ C_ij``. (The design note's optional linear
-   terms ``B_i`` are left out: they amount to a different starting ``θ``.)
+   is on, so the shift adds exactly ``C_ij``, and ``K = Σ C_ij``. (Optional linear terms ``B_i`` are
+   left out: they amount to a different starting ``θ``.)
 2. A positive pattern of size ``n >= 3``: ``s ∏ z = max_w s·w·(Σz - n + 1)``: one ``w``,
    coefficient ``s`` on each ``(z_m, w)``, linear ``s(1 - n)`` on ``w``.
 3. A negative pattern of size ``n >= 3``: with ``S = Σz``,

@@ -1,6 +1,6 @@
 """The lab's data: one JSON-able payload per tab, each a deterministic function of the library.
 
-The tabs of seed ``000_7c5bc3c5795a6d4c.txt``'s laboratory (and seed ``001``'s higher-order decoder);
+The tabs of the laboratory of *Sequence Labeling: From HMMs to Linear-Chain CRFs* (and the higher-order decoder of Qian & Liu, TACL 2014);
 ``scripts/lab_payloads.py`` writes each payload to ``crfhead/lab/static/data/<tab>.json`` and
 ``tests/lab/test_payloads.py`` keeps the files equal to these functions. The keys of every payload
 are documented in :data:`SCHEMA_NOTE` (and summarised in each function's docstring):
@@ -15,7 +15,7 @@ are documented in :data:`SCHEMA_NOTE` (and summarised in each function's docstri
 * :func:`finance_payload` -- the finance case study (:mod:`crfhead.theory.finance_study`: the
   shipped ``configs/finance`` configs over corpus runs, as ``scripts/finance_table.py``);
 * :func:`higher_order_payload` -- one MSM2013 tweet group decoded by the chain and by 2-slave dual
-  decomposition (seed ``001``; :func:`crfhead.higher_order.decode`).
+  decomposition (Qian & Liu, TACL 2014; :func:`crfhead.higher_order.decode`).
 
 Every payload carries the envelope ``tab``, ``schema``, ``title``, ``note``, ``function`` and
 ``arguments``; the script adds ``command``. Floats are rounded to :data:`DIGITS` decimals.

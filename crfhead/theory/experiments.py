@@ -1,6 +1,6 @@
 """The simulated-world experiments: learning curves (HMM vs CRFs) and MEMM ceilings.
 
-From the seed ``000_7c5bc3c5795a6d4c.txt``: the table of "A generative–discriminative pair" (test
+From *Sequence Labeling: From HMMs to Linear-Chain CRFs*: the table of "A generative–discriminative pair" (test
 token accuracy of the HMM, the indicator CRF, the ±1-word CRF and the Bayes tagger as the training size
 grows, in the well-specified and next-state worlds of :mod:`crfhead.theory.worlds`), "Decoding risk"
 (the Bayes tagger decoded by posterior marginals and by Viterbi), and the table of "Local normalization

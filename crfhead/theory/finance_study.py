@@ -1,6 +1,6 @@
 """The seed's finance case study, repeated over corpus runs: four taggers at 3 / 10 / 30 documents.
 
-Seed ``000_7c5bc3c5795a6d4c.txt``, "Finance case study": an HMM, a causal MEMM, a CRF and an averaged
+*Sequence Labeling: From HMMs to Linear-Chain CRFs*, "Finance case study": an HMM, a causal MEMM, a CRF and an averaged
 perceptron, trained on the first ``n`` documents of one corpus run and tested on 200 documents of
 another. Each cell here trains the shipped config (``configs/finance/{hmm,memm,indicator_crf,
 perceptron}.yaml``) through :func:`crfhead.training.cli.main`, on corpus run ``2r`` (train and dev)

@@ -1,6 +1,6 @@
-"""Label bias on trained taggers: Proposition 2 of seed ``000`` on the synthetic finance corpus.
+"""Label bias on trained taggers: Proposition 2 of *Sequence Labeling: From HMMs to Linear-Chain CRFs* on the synthetic finance corpus.
 
-Seed ``000_7c5bc3c5795a6d4c.txt``, "Local normalization and label bias", Proposition 2 (an MEMM's past
+*Sequence Labeling: From HMMs to Linear-Chain CRFs*, "Local normalization and label bias", Proposition 2 (an MEMM's past
 ignores its future): under a locally normalised chain whose factors read words up to ``t + w``, the
 marginal of ``z_t`` is a function of ``x_{1:t+w}`` alone. The seed's finance demonstration takes the
 opening "solenne power guided to percent growth in the" and completes it with words seen in training

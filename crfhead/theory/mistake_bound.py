@@ -1,6 +1,6 @@
-"""The perceptron's mistake bound on teacher-labelled chains: Theorem 5 of seed ``000``.
+"""The perceptron's mistake bound on teacher-labelled chains: Theorem 5 of *Sequence Labeling: From HMMs to Linear-Chain CRFs*.
 
-Seed ``000_7c5bc3c5795a6d4c.txt``, Theorem 5 (Collins 2002): if a unit vector ``u`` separates the
+*Sequence Labeling: From HMMs to Linear-Chain CRFs*, Theorem 5 (Collins 2002): if a unit vector ``u`` separates the
 training data with margin ``γ > 0``, ``u · (F(x_i, z_i) - F(x_i, z)) >= γ`` for every ``i`` and every
 ``z != z_i``, and every such difference has norm at most ``R``, the structured perceptron makes at most
 ``R² / γ²`` mistakes, however many epochs it runs. The seed's Perceptron tab runs it "on data labeled by

@@ -1,6 +1,6 @@
 """Simulated worlds with an exact Bayes tagger: an 8-state HMM in two regimes, and its next-state twin.
 
-From the seed ``000_7c5bc3c5795a6d4c.txt`` ("A generative–discriminative pair", "Decoding risk",
+From *Sequence Labeling: From HMMs to Linear-Chain CRFs* ("A generative–discriminative pair", "Decoding risk",
 "Local normalization and label bias"): eight states in two regimes of four, sequences of 24 tokens,
 emissions blended with uniform noise.
 

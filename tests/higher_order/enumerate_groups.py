@@ -1,4 +1,4 @@
-"""Brute-force MAP oracle for tiny groups of a higher-order CRF (seed 001): every labelling, scored.
+"""Brute-force MAP oracle for tiny groups of a higher-order CRF (Qian & Liu, TACL 2014): every labelling, scored.
 
 A group is ``B <= 3`` chains of ``T <= 4`` positions over ``K <= 3`` labels plus non-local
 :class:`~crfhead.higher_order.patterns.Pattern` factors. Every labelling of the unmasked positions

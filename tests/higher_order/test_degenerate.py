@@ -1,4 +1,4 @@
-"""The design note's degenerate cases (§5.6): label permutations, constant shifts, duplicates, K = 1,
+"""Degenerate cases of the higher-order decoders: label permutations, constant shifts, duplicates, K = 1,
 one token in many cliques, cliques spanning sentences; each checked against the exact optimum."""
 
 from __future__ import annotations

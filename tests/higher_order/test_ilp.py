@@ -1,4 +1,4 @@
-"""Exact MAP by HiGHS (crfhead.higher_order.ilp, seed 001's ILP baseline) against brute force.
+"""Exact MAP by HiGHS (crfhead.higher_order.ilp, the ILP baseline of Qian & Liu, TACL 2014) against brute force.
 
 Random tiny groups (masks with holes, fully masked rows, positive, negative and mixed patterns of
 1-6 cells, K = 1..3) are enumerated by ``enumerate_groups``; chain-only groups are checked against

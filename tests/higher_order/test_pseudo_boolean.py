@@ -2,8 +2,8 @@
 
 Oracles: enumeration of all ``2^n`` assignments (``n <= 12``), scored with numpy by a formula
 written here, independently of :meth:`QuadraticPB.value`; and, on larger functions, HiGHS's MILP
-(:func:`scipy.optimize.milp`) on the standard linearisation ``y_e <= x_l, y_e <= x_r``. The design
-note's §5 item 1 (seed ``001``): the value must be the brute-force maximum, the labelling must
+(:func:`scipy.optimize.milp`) on the standard linearisation ``y_e <= x_l, y_e <= x_r``. The
+min-cut slave's contract (Qian & Liu, TACL 2014, §3): the value must be the brute-force maximum, the labelling must
 attain it, and the bound must be a true upper bound (the dual decomposition's certificates rest on
 it).
 """

@@ -1,4 +1,4 @@
-"""The reparameterisation ψ of patterns against enumeration (the design note's §5 items 2 and 6).
+"""The reparameterisation ψ of patterns against enumeration (steps 2 and 6 of its construction).
 
 For random pattern sets over tiny groups, every labelling ``y`` of the coupled tokens is
 enumerated: the patterns' score ``g(y)`` is computed here from the patterns themselves, and the

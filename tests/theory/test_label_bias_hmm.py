@@ -1,4 +1,4 @@
-"""The HMM of the label-bias demonstration (seed 000's third point): counted on the taggers' sentences."""
+"""The HMM of the label-bias demonstration (the paper's third point): counted on the taggers' sentences."""
 
 from __future__ import annotations
 

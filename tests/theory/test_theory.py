@@ -1,4 +1,4 @@
-"""The theory harness of seed ``000_7c5bc3c5795a6d4c.txt`` (HMMs, CRFs, MEMMs, the perceptron).
+"""The theory harness of *Sequence Labeling: From HMMs to Linear-Chain CRFs* (HMMs, CRFs, MEMMs, the perceptron).
 
 Every statement the seed proves is checked here against an independent oracle: enumeration of every
 path (``tests/brute.py`` or ``itertools.product`` over tiny chains), hand counting, or closed forms.
