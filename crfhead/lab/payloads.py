@@ -57,7 +57,7 @@ DIGITS = 6
 
 MEMM_SPREAD_BOUND = 1e-12
 """How far apart the MEMM's five float64 marginals of "the" may be and still be the same number
-(Proposition 2). Their actual spread (~1e-16) is float64 rounding, which differs from CPU to CPU, so
+(Proposition 2). Their actual spread is float64 rounding, which differs from CPU to CPU, so
 the label-bias payload states this bound rather than the spread's bits."""
 
 

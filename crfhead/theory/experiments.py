@@ -106,8 +106,8 @@ def fit_lbfgs(
 ) -> int:
     """Minimise ``objective()`` over ``params`` by full-batch L-BFGS to a gradient 2-norm of ``tol``.
 
-    ``torch.optim.LBFGS`` with the strong Wolfe line search and a history of 100 pairs (on the
-    ±1-word CRF at ``n = 1000``: 176 iterations, where a history of 20 had not converged after 500).
+    ``torch.optim.LBFGS`` with the strong Wolfe line search and a history of 100 pairs (a short
+    history does not reach the tolerance on the ±1-word CRF at the largest training size).
     Its own stopping rule reads the largest absolute gradient entry, so that threshold is scaled by the
     ratio of the largest entry to the 2-norm and the run resumed (history kept) until the Euclidean
     norm of the full gradient is at most ``tol``, ``max_iter`` iterations are spent, or a pass ends
