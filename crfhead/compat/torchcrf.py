@@ -48,7 +48,7 @@ import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -125,7 +125,9 @@ _OUTPUTS: dict[str, tuple[_Output, str]] = {
 }
 
 # Public methods that take or give no (B, T) layout at all: inherited as they are.
-_LAYOUT_FREE = frozenset({"emissions_from_batch", "reset_parameters", "extra_repr"})
+_LAYOUT_FREE = frozenset(
+    {"emissions_from_batch", "emissions_for", "reads", "fitting", "reset_parameters", "extra_repr"}
+)
 
 _ENGINE_LEVEL = (
     "works on ChainPotentials, the engine's batch-first structure, which has no time-first layout; "
@@ -233,7 +235,11 @@ class CRF(_CRF):
     # transitions first and other code depends on it, so the drop-in owns its order: ChainHead
     # registers and initialises ``scores`` in the order given, which makes ``parameters()`` (hence
     # optimizer state indices) and the uniform draws of reset_parameters match pytorch-crf's.
-    scores = ("start_transitions", "end_transitions", "transitions")
+    scores: ClassVar[dict[str, tuple[str, ...]]] = {
+        "start_transitions": ("K",),
+        "end_transitions": ("K",),
+        "transitions": ("K", "K"),
+    }
 
     def __init__(
         self,

@@ -6,9 +6,12 @@ sampling) is the one chain engine (:mod:`crfhead.engine`) run on those potential
 MEMM, the structured perceptron and the HMM differ only in :meth:`ChainHead.potentials` and
 :meth:`ChainHead.loss` (seed ``000``: "one recursion, two semirings"; Definitions 2-4, Algorithm 1).
 
-What the training code may ask beyond that is part of the contract too, never probed: a head that
-scores words itself says so (:attr:`ChainHead.scores_words`, :meth:`ChainHead.emissions_from_batch`),
-and a head fitted by counting is a :class:`CountingHead`.
+What the training code may ask beyond that is part of the contract too, never probed: where a
+batch's emissions come from (:meth:`ChainHead.emissions_for`: the encoder's, or the head's own for a
+head that scores words, :attr:`ChainHead.scores_words`), which batch fields the model reads
+(:meth:`ChainHead.reads`), and how the head is fitted (:attr:`ChainHead.fitting`, a strategy of
+:mod:`crfhead.heads.fit`: gradient steps, cost-augmented gradient steps, or counting for a
+:class:`CountingHead`).
 
 Every method takes ``emissions`` ``(B, T, K)``, ``tags`` ``(B, T)`` integer and ``mask`` ``(B, T)``
 bool (``None``: every position), as the package conventions (:mod:`crfhead`) say.
@@ -16,7 +19,7 @@ bool (``None``: every position), as the package conventions (:mod:`crfhead`) say
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -24,6 +27,7 @@ from torch import Tensor, nn
 
 from crfhead import engine
 from crfhead.engine.potentials import ChainPotentials, check_tag_range
+from crfhead.heads.fit import CountingFit, Fit, GradientFit
 from crfhead.numerics import is_tracing
 from crfhead.schemes import allowed_transitions, canonical_scheme
 
@@ -65,18 +69,21 @@ class ChainHead(nn.Module):
         allowed_transitions: ``(K, K)`` bool buffer, ``[from, to]`` (all True when unconstrained).
         allowed_start: ``(K,)`` bool buffer.
         allowed_end: ``(K,)`` bool buffer.
-        scores: the class's learned chain scores, created here as parameters: a subset of
-            ``transitions`` ``(K, K)``, ``start_transitions`` ``(K,)``, ``end_transitions`` ``(K,)``,
-            initialised by :meth:`reset_parameters`.
+        scores: the class's learned chain scores by name, each with its shape in tags (``"K"`` a
+            dimension of ``num_tags``), in registration order: created here as parameters and
+            initialised by :meth:`reset_parameters` (the CRF's ``transitions`` ``("K", "K")``,
+            ``start_transitions`` ``("K",)``, ``end_transitions`` ``("K",)``).
         scores_words: the head makes its own emissions from the batch's word ids
             (:meth:`emissions_from_batch`) instead of an encoder's.
+        fitting: the strategy that fits the head (:mod:`crfhead.heads.fit`).
         needs: the batch fields such a head reads.
         calibrated: the head's chain is a probability model it was trained as (CRF, MEMM, HMM), so
             its marginals and span probabilities mean something; False for the perceptron, whose
             scores are not calibrated.
     """
 
-    scores: ClassVar[tuple[str, ...]] = ()
+    scores: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    fitting: ClassVar[type[Fit]] = GradientFit
     calibrated: ClassVar[bool] = True
     scores_words: ClassVar[bool] = False
     needs: ClassVar[frozenset[str]] = frozenset()
@@ -115,8 +122,8 @@ class ChainHead(nn.Module):
         self.register_buffer("allowed_start", start, persistent=False)
         self.register_buffer("allowed_end", end, persistent=False)
         self.constrained = self.scheme is not None
-        for name in self.scores:
-            shape = (num_tags, num_tags) if name == "transitions" else (num_tags,)
+        for name, dims in self.scores.items():
+            shape = tuple(num_tags for _ in dims)
             self.register_parameter(name, nn.Parameter(torch.empty(shape)))
         self.reset_parameters()
 
@@ -200,6 +207,16 @@ class ChainHead(nn.Module):
     def _check_reduction(reduction: str) -> None:
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+    def emissions_for(self, batch: Any, encoder: Callable[[Any], Tensor]) -> Tensor:
+        """A batch's emissions ``(B, T, K)``: the ``encoder``'s, or the head's own when it scores words."""
+        if self.scores_words:
+            return self.emissions_from_batch(batch)
+        return encoder(batch)
+
+    def reads(self, encoder_needs: frozenset[str]) -> frozenset[str]:
+        """The batch fields the model reads: the encoder's ``encoder_needs``, or the head's own."""
+        return self.needs if self.scores_words else encoder_needs
 
     def emissions_from_batch(self, batch: Any) -> Tensor:
         """Emissions ``(B, T, K)`` the head computes itself from a batch (when :attr:`scores_words`)."""
@@ -355,8 +372,10 @@ class CountingHead(ChainHead):
     The training loop calls :meth:`reset_counts` at an epoch's start and :meth:`accumulate` on every
     training batch, sums :meth:`count_buffers` over the data-parallel ranks, then, when the head has
     a smoothing grid to choose from (:attr:`tunes`), sums :meth:`held_out_losses` over the validation
-    batches and calls :meth:`choose`.
+    batches and calls :meth:`choose` (:class:`~crfhead.heads.fit.CountingFit`).
     """
+
+    fitting: ClassVar[type[Fit]] = CountingFit
 
     def reset_counts(self) -> None:
         """Forget every count."""

@@ -11,6 +11,8 @@ Parameter names and initialisation match pytorch-crf 0.7.2, so its ``state_dict`
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from torch import Tensor, nn
 
 from crfhead import engine
@@ -41,7 +43,11 @@ class CRF(ChainHead):
     ``posterior_decode``, ``sample``...) come from :class:`~crfhead.heads.base.ChainHead`.
     """
 
-    scores = ("transitions", "start_transitions", "end_transitions")
+    scores: ClassVar[dict[str, tuple[str, ...]]] = {
+        "transitions": ("K", "K"),
+        "start_transitions": ("K",),
+        "end_transitions": ("K",),
+    }
     transitions: nn.Parameter
     start_transitions: nn.Parameter
     end_transitions: nn.Parameter

@@ -26,6 +26,8 @@ every tag may end and ``log Z`` is exactly 0.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import Tensor, nn
 
@@ -53,7 +55,10 @@ class MEMM(ChainHead):
         start_transitions: ``nn.Parameter`` ``(K,)``: the first tag's logit offset.
     """
 
-    scores = ("transitions", "start_transitions")
+    scores: ClassVar[dict[str, tuple[str, ...]]] = {
+        "transitions": ("K", "K"),
+        "start_transitions": ("K",),
+    }
     transitions: nn.Parameter
     start_transitions: nn.Parameter
 

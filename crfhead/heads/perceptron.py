@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from crfhead import engine
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.heads.crf import CRF
+from crfhead.heads.fit import CostAugmentedFit
 
 __all__ = ["StructuredPerceptron"]
 
@@ -50,6 +51,7 @@ class StructuredPerceptron(CRF):
     """
 
     calibrated = False
+    fitting = CostAugmentedFit
 
     def __init__(
         self,

@@ -2,12 +2,17 @@
 
 Encoders, heads and group decoders (:mod:`crfhead.model.group_decoder`).
 
-A config names an encoder or a head by class path; :func:`build_encoder` and :func:`build_head` import
-it, check every ``init_args`` key against the constructor's signature and fill in what the data owns
-(:func:`data_sizes`: ``num_tags``, ``num_features``, ``vocab_size``, ``char_vocab_size``; for an
-encoder also ``word_vocab``, the word :class:`~crfhead.data.vocab.Vocab` that pretrained word vectors
-are looked up for; ``labels`` and ``scheme`` for a head). An unknown class or key, or a data-owned key
-set in the config, raises ``ValueError`` naming it, before any training.
+The one builder: ``train.py``, ``crfhead.load``, the command line, the lab and the scripts all build
+a model from plain-data specs (:data:`Spec`: JSON values only, as a config file or a saved model's
+``config.json`` holds them), never from objects a parser made. A config names an encoder, a head or
+a group decoder by class path; :func:`build_encoder`, :func:`build_head` and :func:`build_decoder`
+import it, check every ``init_args`` key against the constructor's signature, build any nested spec
+among the arguments (a decoder's ``factors``, an encoder's ``word_vectors`` source) the same way,
+and fill in what the data owns (:data:`DATA_OWNED`; :func:`data_sizes`: ``num_tags``,
+``num_features``, ``vocab_size``, ``char_vocab_size``; for an encoder also ``word_vocab``, the word
+:class:`~crfhead.data.vocab.Vocab` that pretrained word vectors are looked up for; ``labels`` and
+``scheme`` for a head and a decoder). An unknown class or key, or a data-owned key set in the
+config, raises ``ValueError`` naming it, before any training.
 
 :func:`spec_needs` reads the batch fields a model will read from its specs alone, before anything is
 built (``train.py`` hands them to the data module, which then builds only those vocabularies): an
@@ -31,8 +36,11 @@ from crfhead.heads.base import ChainHead
 from crfhead.model.group_decoder import GroupDecoder
 
 __all__ = [
+    "DATA_OWNED",
     "DEFAULT_ENCODER",
     "DEFAULT_HEAD",
+    "JSON",
+    "Spec",
     "build_decoder",
     "build_encoder",
     "build_head",
@@ -42,6 +50,19 @@ __all__ = [
     "spec_needs",
     "without_sources",
 ]
+
+# Bare list and dict: a parameter typed with Any inside would have jsonargparse instantiate the
+# nested class_path specs itself, so the model would receive objects from train.py and dicts from a
+# saved model; with this type it receives plain data from both.
+JSON = None | bool | int | float | str | list | dict  # type: ignore[type-arg]
+"""A JSON value: what a spec holds."""
+Spec = dict[str, JSON]
+"""A component's ``{"class_path": ..., "init_args": {...}}`` as plain data."""
+
+DATA_OWNED = frozenset(
+    {"num_tags", "num_features", "vocab_size", "char_vocab_size", "word_vocab", "labels", "scheme"}
+)
+"""Constructor arguments the data fills in: never set in a config."""
 
 DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.heads.CRF"}
 DEFAULT_ENCODER: dict[str, Any] = {"class_path": "crfhead.encoders.IndicatorEncoder"}
@@ -74,8 +95,20 @@ def _build(spec: dict[str, Any], provided: dict[str, Any], what: str, base: type
     owned = [k for k in init_args if k in provided]
     if owned:
         raise ValueError(f"init_args {owned} are set from the data; remove them from the config")
+    init_args = {
+        k: _nested(v, f"{spec['class_path']} argument {k!r}") for k, v in init_args.items()
+    }
     init_args.update({k: v for k, v in provided.items() if k in params})
     return cls(**init_args)
+
+
+def _nested(value: Any, what: str) -> Any:
+    """An argument with every ``{"class_path": ...}`` spec in it built (lists element by element)."""
+    if isinstance(value, dict) and isinstance(value.get("class_path"), str):
+        return _build(value, {}, what, object)
+    if isinstance(value, list):
+        return [_nested(v, what) for v in value]
+    return value
 
 
 _SIZES = {"num_features": "features", "vocab_size": "words", "char_vocab_size": "chars"}

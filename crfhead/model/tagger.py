@@ -1,11 +1,11 @@
 """The tagger as a plain ``nn.Module``: encoder → emissions ``(B, T, K)`` → head (CRF, MEMM, perceptron, HMM). No Lightning.
 
 Components come from config specs (:mod:`crfhead.model.build`); the head is any
-:class:`~crfhead.heads.base.ChainHead`, whose contract says whether it scores words itself and
-whether it is fitted by counting (:class:`~crfhead.heads.base.CountingHead`). An optional
+:class:`~crfhead.heads.base.ChainHead`, whose contract says where a batch's emissions come from and
+how it is fitted (:attr:`Tagger.fit`, a strategy of :mod:`crfhead.heads.fit`). An optional
 :class:`~crfhead.model.group_decoder.GroupDecoder` decodes each group of a batch jointly in place of
-the head's decoder (higher-order CRFs); one that learns its weights trains them with the perceptron
-loss of the group, which needs the :class:`~crfhead.heads.perceptron.StructuredPerceptron` head.
+the head's decoder (higher-order CRFs); one that learns its weights trains them with the
+cost-augmented loss of the group, which the head's fit must give (the structured perceptron's).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from torch import Tensor, nn
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
 from crfhead.data.vocab import Vocab
-from crfhead.heads.base import ChainHead, CountingHead, reduce_loss
-from crfhead.heads.perceptron import StructuredPerceptron
+from crfhead.heads.base import ChainHead, reduce_loss
+from crfhead.heads.fit import Fit
 from crfhead.model.build import (
     DEFAULT_ENCODER,
     DEFAULT_HEAD,
@@ -42,9 +42,12 @@ class Tagger(nn.Module):
         decoder: decodes each group of a batch jointly instead of the head's decoder (``None``: the
             head decodes every sentence alone).
 
+    Attributes:
+        fit: how the head is fitted (its class's :attr:`~crfhead.heads.base.ChainHead.fitting`).
+
     Raises:
-        TypeError: a decoder that learns its weights with a head other than the perceptron, or
-            with a counting head.
+        TypeError: a decoder that learns its weights with a head whose fit has no cost-augmented
+            loss (any head but the perceptron).
     """
 
     def __init__(
@@ -58,17 +61,9 @@ class Tagger(nn.Module):
         self.encoder = encoder
         self.labels = labels
         self.head: ChainHead = head if head is not None else build_head(DEFAULT_HEAD, labels)
-        if (
-            decoder is not None
-            and decoder.learns
-            and not isinstance(self.head, StructuredPerceptron)
-        ):
-            raise TypeError(
-                f"{type(decoder).__name__} learns its weights with the perceptron loss of each "
-                "group (full score of the decoded labelling minus the gold's), which needs the "
-                f"crfhead.heads.StructuredPerceptron head, got {type(self.head).__name__}; or give "
-                "the decoder a grid to tune its weight on dev over a head trained alone"
-            )
+        self.fit: Fit = self.head.fitting(self.head)
+        if decoder is not None and decoder.learns:
+            self.fit.require_cost_augmentation(type(decoder).__name__)
         self.decoder = decoder
 
     @classmethod
@@ -103,24 +98,19 @@ class Tagger(nn.Module):
         )
 
     @property
-    def counting(self) -> CountingHead | None:
-        """The head, if it is fitted by counting (the HMM) rather than by gradient steps."""
-        return self.head if isinstance(self.head, CountingHead) else None
-
-    @property
     def needs(self) -> frozenset[str]:
         """The batch fields the encoder (or a word-scoring head) reads."""
-        if self.head.scores_words:
-            return self.head.needs
-        needs: frozenset[str] = getattr(self.encoder, "needs", frozenset())
-        return needs
+        return self.head.reads(getattr(self.encoder, "needs", frozenset()))
 
     def forward(self, batch: Batch) -> Tensor:
         """Emissions ``(B, T, K)``: the encoder's, or the head's own for a word-scoring head."""
-        if self.head.scores_words:
-            return self.head.emissions_from_batch(batch)
-        emissions: Tensor = self.encoder(batch)
-        return emissions
+        return self.head.emissions_for(batch, self.encoder)
+
+    def fit_step(self, batch: Batch, reduction: str = "mean") -> Tensor | None:
+        """One training batch as the head's fit takes it: the loss to step on, ``None`` for counting."""
+        if self.decoder is not None and self.decoder.learns:
+            return self.loss(batch, reduction)
+        return self.fit.step(batch, lambda: self(batch), reduction)
 
     def loss(self, batch: Batch, reduction: str = "mean") -> Tensor:
         """The head's training loss on the batch's gold tags."""
@@ -130,20 +120,10 @@ class Tagger(nn.Module):
         tags, mask = batch.tags.to(emissions.device), batch.mask.to(emissions.device)
         if self.decoder is None or not self.decoder.learns:
             return self.head.loss(emissions, tags, mask, reduction)
-        assert isinstance(self.head, StructuredPerceptron)
         pot = self.head.potentials(emissions, mask)
         self.head.gold_score(pot, emissions, tags)  # validates the gold tags
-        losses = self.decoder.loss(pot, self.head.augmented(pot, tags.long()), batch)  # (G,)
+        losses = self.decoder.loss(pot, self.fit.cost_augmented(pot, tags.long()), batch)  # (G,)
         return reduce_loss(losses, torch.ones_like(losses, dtype=torch.bool), reduction)
-
-    @torch.no_grad()
-    def accumulate(self, batch: Batch) -> None:
-        """Add a batch's counts to a counting head (the HMM)."""
-        if batch.tags is None or batch.words is None:
-            raise ValueError("counting needs the batch's words and tags")
-        if self.counting is None:
-            raise TypeError(f"the {type(self.head).__name__} head is not fitted by counting")
-        self.counting.accumulate(batch.words, batch.tags, batch.mask)
 
     def decode_labels(self, emissions: Tensor, batch: Batch) -> list[list[str]]:
         """The group decoder's labelling, or the head's, as strings, one list per sentence."""

@@ -7,4 +7,3 @@
 The model itself (:mod:`crfhead.model`) is plain ``nn.Module``s; Lightning is imported only by the
 modules here that need it.
 """
-

@@ -65,14 +65,15 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 from crfhead.checks import MissingPackageError
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.model.build import (
+    DATA_OWNED,
     DEFAULT_ENCODER,
     DEFAULT_HEAD,
     check_requirements,
     encoder_word_vectors,
     spec_needs,
 )
-from crfhead.training.callbacks import AtomicCheckpointIO, RunConsole, progress_bar
 from crfhead.model.checkpoints import check_same_model, read_checkpoint
+from crfhead.training.callbacks import AtomicCheckpointIO, RunConsole, progress_bar
 from crfhead.training.loggers import tensorboard_available
 from crfhead.training.module import TaggerModule
 
@@ -268,11 +269,6 @@ def _verbose(argv: list[str]) -> tuple[bool, list[str]]:
 
 
 # ----------------------------------------------------------------------------- component help
-_DATA_OWNED = frozenset(
-    {"num_tags", "num_features", "vocab_size", "char_vocab_size", "word_vocab", "labels", "scheme"}
-)
-"""Constructor arguments the data fills in (:mod:`crfhead.model.build`): never in a config."""
-
 _COMPONENT_PACKAGES = {
     "encoder": "crfhead.encoders",
     "head": "crfhead.heads",
@@ -347,9 +343,9 @@ def _class_help(key: str, value: str, offered: dict[str, type]) -> str:
     path = f"{_COMPONENT_PACKAGES[key]}.{value}" if value in offered else value
     parser = ArgumentParser(prog="train.py", usage=argparse.SUPPRESS, add_help=False)
     parser.add_class_arguments(
-        cls, f"model.{key}.init_args", skip=set(_DATA_OWNED), fail_untyped=False
+        cls, f"model.{key}.init_args", skip=set(DATA_OWNED), fail_untyped=False
     )
-    owned = sorted(p for p in _parameters(cls) if p in _DATA_OWNED)
+    owned = sorted(p for p in _parameters(cls) if p in DATA_OWNED)
     text = f"--model.{key}.class_path={path}\n\n{parser.format_help().strip()}\n"
     if owned:
         text += f"\nset from the data (never in a config): {', '.join(owned)}\n"

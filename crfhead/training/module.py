@@ -9,7 +9,7 @@ from an epoch-end checkpoint continues exactly (with :class:`~crfhead.data.datam
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytorch_lightning as pl
@@ -21,9 +21,9 @@ from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.evaluation.report import format_report, write_report_json
-from crfhead.heads.base import CountingHead
-from crfhead.model.build import DEFAULT_ENCODER, DEFAULT_HEAD, without_sources
+from crfhead.model.build import DEFAULT_ENCODER, DEFAULT_HEAD, Spec, without_sources
 from crfhead.model.tagger import Tagger
+from crfhead.schemes import entity_types
 
 __all__ = ["OPTIMIZERS", "TaggerModule"]
 
@@ -60,8 +60,8 @@ class TaggerModule(pl.LightningModule):
 
     def __init__(
         self,
-        encoder: dict[str, Any] | None = None,
-        head: dict[str, Any] | None = None,
+        encoder: Spec | None = None,
+        head: Spec | None = None,
         vocabs: dict[str, Any] | None = None,
         constrained: bool = True,
         lr: float = 0.05,
@@ -70,7 +70,7 @@ class TaggerModule(pl.LightningModule):
         warmup_ratio: float = 0.0,
         optimizer: str = "adamw",
         report_dir: str | None = None,
-        decoder: dict[str, Any] | None = None,
+        decoder: Spec | None = None,
         divergence: float | None = 1e3,
     ) -> None:
         super().__init__()
@@ -88,9 +88,8 @@ class TaggerModule(pl.LightningModule):
         self.save_hyperparameters()
         labels = LabelVocab.from_dict(vocabs["labels"])
         self.tagger = Tagger.build(vocabs, encoder, head, constrained, decoder)
-        self._counts_synced = True
-        # A counting head (the HMM) has no loss and no optimizer: training_step counts and returns
-        # None (Lightning still advances global_step with its mock optimizer, so checkpoints are
+        # A fit without an optimiser (counting: the HMM) has no loss: training_step returns None
+        # (Lightning still advances global_step with its mock optimizer, so checkpoints are
         # written as usual; train.py's quiet console hides Lightning's warnings about it).
         self.seen_words = set(vocabs.get("seen_words", ()))
         self.metrics = {
@@ -106,18 +105,15 @@ class TaggerModule(pl.LightningModule):
 
     # ----------------------------------------------------------------------------- steps
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:  # noqa: D102
-        if self.tagger.counting is not None:
-            # A counting head (the HMM): no loss, no gradient step; see on_validation_epoch_start.
-            self.tagger.accumulate(batch)
-            self._counts_synced = False
-            return None
         try:
-            loss = self.tagger.loss(batch, reduction="mean")
+            loss = self.tagger.fit_step(batch, reduction="mean")
         except NonFiniteError as err:  # a NaN or +inf score reached the head
             raise FloatingPointError(
                 f"non-finite scores {self._where(batch, batch_idx)}: {err}; lower the learning "
                 "rate or check the inputs"
             ) from err
+        if loss is None:  # the fit counts (the HMM): nothing to step on
+            return None
         # The step's one read of a tensor on the host: the guards below and the logged value share
         # it (a tensor logged here would be read again by the progress bar at every refresh, and
         # by the logger; on an accelerator each read waits for the device). It stays before the
@@ -207,44 +203,36 @@ class TaggerModule(pl.LightningModule):
         self.log("val/decoder_scale", float(decoder.grid[best]), sync_dist=False)
         return results[best]
 
-    # ----------------------------------------------------------------------------- counting heads
-    def on_train_epoch_start(self) -> None:  # noqa: D102
-        if self.tagger.counting is not None:
-            self.tagger.counting.reset_counts()
+    # ----------------------------------------------------------------------------- the head's fit
+    def reduce_sum(self, tensor: Tensor) -> Tensor:
+        """``tensor`` summed over the data-parallel ranks (the fit's :class:`~crfhead.heads.fit.FitLoop`)."""
+        total: Tensor = self.trainer.strategy.reduce(tensor.to(self.device), reduce_op="sum")
+        return total
 
-    def _finish_counting(self, head: CountingHead) -> None:
-        """Sum the ranks' counts (DDP) and tune the head's smoothing on the validation data."""
-        if self._counts_synced:
-            return
-        for buf in head.count_buffers():
-            buf.copy_(self.trainer.strategy.reduce(buf, reduce_op="sum"))
-        self._counts_synced = True
+    def validation_batches(self) -> Iterable[Any]:
+        """The data module's validation batches (none without one)."""
         datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is None or not head.tunes:
-            return
-        losses: Tensor | None = None
-        for batch in datamodule.val_dataloader():
-            if batch.tags is not None and batch.words is not None:
-                batch_losses = head.held_out_losses(batch.words, batch.tags, batch.mask)
-                losses = batch_losses if losses is None else losses + batch_losses.to(losses)
-        if losses is None:
-            return
-        losses = self.trainer.strategy.reduce(losses.to(self.device), reduce_op="sum")
-        self.log("val/alpha", head.choose(losses), sync_dist=False)
+        return () if datamodule is None else datamodule.val_dataloader()
+
+    def _end_fit_epoch(self) -> None:
+        for name, value in self.tagger.fit.end_epoch(self).items():
+            self.log(f"val/{name}", value, sync_dist=False)
+
+    def on_train_epoch_start(self) -> None:  # noqa: D102
+        self.tagger.fit.start_epoch()
+
+    def on_train_epoch_end(self) -> None:  # noqa: D102
+        self._end_fit_epoch()
 
     def on_validation_epoch_start(self) -> None:  # noqa: D102
-        if self.tagger.counting is not None and not self.trainer.sanity_checking:
-            self._finish_counting(self.tagger.counting)
+        if not self.trainer.sanity_checking:
+            self._end_fit_epoch()  # a fit that counts sums and tunes before validating
         if self.tagger.decoder is not None:
             self.tagger.decoder.reset_stats()  # count this evaluation's groups only
 
     def on_test_epoch_start(self) -> None:  # noqa: D102
         if self.tagger.decoder is not None:
             self.tagger.decoder.reset_stats()
-
-    def on_train_epoch_end(self) -> None:  # noqa: D102
-        if self.tagger.counting is not None:
-            self._finish_counting(self.tagger.counting)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:  # noqa: D102
         self._eval_step(batch, "val")
@@ -288,14 +276,14 @@ class TaggerModule(pl.LightningModule):
         folder = self.report_dir or self.trainer.log_dir or self.trainer.default_root_dir
         if self.trainer.is_global_zero:
             labels = LabelVocab.from_dict(self.hparams["vocabs"]["labels"])
-            types = sorted({lab.split("-", 1)[1] for lab in labels.labels if "-" in lab})
+            types = sorted(entity_types(labels.labels, labels.scheme))
             print(format_report(self.test_report, types))
             write_report_json(self.test_report, f"{folder}/test_report.json")
 
     # ----------------------------------------------------------------------------- optimisation
     def configure_optimizers(self) -> Any:  # noqa: D102
         hp = self.hparams
-        if self.tagger.counting is not None:
+        if not self.tagger.fit.optimised:
             return None  # fitted by counting
         groups: list[dict[str, Any]] = []
         encoder = self.tagger.encoder

@@ -9,6 +9,7 @@ import crfhead.heads as heads
 from crfhead.data.sentence import LabelVocab
 from crfhead.heads.base import ChainHead, CountingHead
 from crfhead.model.build import build_head
+from crfhead.heads.fit import CostAugmentedFit, CountingFit, GradientFit
 from crfhead.model.tagger import Tagger
 
 LABELS = LabelVocab.from_types(["PER"], "BIO")
@@ -63,8 +64,32 @@ def test_the_tagger_reads_capabilities_from_the_contract() -> None:
         needs = frozenset({"features"})
 
     crf = Tagger(Encoder(), LABELS)
-    assert crf.counting is None and crf.needs == frozenset({"features"})
+    assert type(crf.fit) is GradientFit and crf.fit.optimised
+    assert crf.needs == frozenset({"features"})
     hmm = Tagger(Encoder(), LABELS, heads.HMM(3, 6))
-    assert hmm.counting is hmm.head and hmm.needs == frozenset({"words"})
-    with pytest.raises(TypeError, match="not fitted by counting"):
-        crf.accumulate(type("B", (), {"words": torch.zeros(1, 1), "tags": torch.zeros(1, 1)})())
+    assert type(hmm.fit) is CountingFit and not hmm.fit.optimised and hmm.fit.head is hmm.head
+    assert hmm.needs == frozenset({"words"})
+    perceptron = Tagger(Encoder(), LABELS, heads.StructuredPerceptron(3))
+    assert type(perceptron.fit) is CostAugmentedFit
+    no_words = type("B", (), {"words": None, "tags": torch.zeros(1, 1), "mask": None})()
+    with pytest.raises(ValueError, match="counting needs the batch's words and tags"):
+        hmm.fit.step(no_words, lambda: torch.zeros(1, 1, 3), "mean")
+
+
+def test_only_a_cost_augmented_fit_gives_augmented_potentials() -> None:
+    em = torch.randn(2, 4, 3, dtype=torch.float64)
+    tags = torch.randint(0, 3, (2, 4))
+    crf, perceptron = heads.CRF(3), heads.StructuredPerceptron(3, cost=1.0)
+    with pytest.raises(TypeError, match="needs the crfhead.heads.StructuredPerceptron head, got CRF"):
+        crf.fitting(crf).cost_augmented(crf.potentials(em), tags)
+    pot = perceptron.potentials(em)
+    got = perceptron.fitting(perceptron).cost_augmented(pot, tags).emissions
+    off_gold = 1.0 - torch.nn.functional.one_hot(tags, 3).double()
+    assert torch.equal(got, pot.emissions + off_gold)
+
+
+def test_each_head_declares_its_scores_shapes() -> None:
+    for head in (heads.CRF(4), heads.MEMM(4), heads.StructuredPerceptron(4)):
+        for name, dims in type(head).scores.items():
+            assert getattr(head, name).shape == (4,) * len(dims), (type(head).__name__, name)
+    assert [n for n, _ in heads.CRF(4).named_parameters()] == list(heads.CRF.scores)

@@ -36,13 +36,13 @@ def test_training_step_reads_the_loss_once(value: float, monkeypatch: pytest.Mon
     data = TaggingDataModule(corpus=FinanceCorpus(train_docs=2, dev_docs=1, test_docs=1))
     module = TaggerModule(vocabs=data.vocabs)
     batch = next(iter(data.train_dataloader()))
-    real = module.tagger.loss
+    real = module.tagger.fit_step
 
     def loss(*args: Any, **kwargs: Any) -> torch.Tensor:
         out = real(*args, **kwargs)
         return (out * 0 + value).as_subclass(_CountingTensor)
 
-    monkeypatch.setattr(module.tagger, "loss", loss)
+    monkeypatch.setattr(module.tagger, "fit_step", loss)
     _CountingTensor.reads = 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # self.log outside a Trainer
