@@ -19,8 +19,8 @@ from crfhead.higher_order import (
     skip_patterns,
 )
 from crfhead.higher_order.patterns import pattern_score
-from crfhead.schemes import entity_types
 from crfhead.model.tagger import Tagger
+from crfhead.schemes import entity_types
 
 LABELS = LabelVocab.from_types(["LOC", "PER"], "BIOES")
 TEXTS = ["Paris is nice", "I love Paris", "Paris again , Paris", "nothing here"]
