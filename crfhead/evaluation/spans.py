@@ -45,9 +45,9 @@ from crfhead import engine
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.heads.base import ChainHead
 from crfhead.numerics import IMPOSSIBLE
-from crfhead.schemes import Span, canonical_scheme, split_label, tags_to_spans
+from crfhead.schemes import Span, canonical_scheme, split_label
 
-__all__ = ["decode_with_confidence", "span_probabilities"]
+__all__ = ["span_probabilities", "span_probabilities_from"]
 
 # The cases of the module docstring, as role sets.
 _OPENS_ALONE = frozenset("BS")  # a begin/single tag opens an entity whatever precedes it
@@ -237,38 +237,28 @@ def span_probabilities(
         return _probabilities(crf.potentials(emissions, mask), spans, parsed)
 
 
-def decode_with_confidence(
-    crf: ChainHead,
-    emissions: Tensor,
-    mask: Tensor | None,
+def span_probabilities_from(
+    pot: ChainPotentials,
+    spans: Sequence[Sequence[Span]],
     labels: Sequence[str],
     scheme: str,
-) -> list[list[tuple[Span, float]]]:
-    """Viterbi-decode, read the entities of each best path, and give each its exact probability.
+) -> list[list[float]]:
+    """:func:`span_probabilities` from a head's potentials already built (``head.potentials``).
+
+    For a caller that derives several results from one chain (the decoded path, the marginals,
+    the span probabilities), so the potentials are built once.
 
     Args:
-        crf: the CRF layer.
-        emissions: ``(B, T, K)`` floating point.
-        mask: ``(B, T)`` bool, may have holes; ``None`` for all positions.
-        labels: the ``K`` tag names (equal to ``crf.labels`` when the CRF has them).
-        scheme: the tagging scheme of the labels.
-
-    Returns:
-        ``B`` lists of ``(span, probability)``: the entities of the Viterbi path read with
-        :func:`crfhead.schemes.tags_to_spans` on the unmasked tags (word indices), each with its
-        marginal probability under ``p(z | x)`` (:func:`span_probabilities`).
+        pot: the chain potentials, emissions ``(B, T, K)``.
+        spans: ``B`` lists of spans, word indices as in :func:`span_probabilities`.
+        labels: the ``K`` tag names.
+        scheme: the tagging scheme the labels are read in.
 
     Raises:
-        ValueError: for a wrong number of labels, labels unknown to ``scheme``, bad emissions/mask.
+        ValueError: as :func:`span_probabilities`; also for a number of labels other than ``K``.
     """
-    parsed = _parse_labels(crf, labels, scheme)
-    scheme = canonical_scheme(scheme)
+    if len(labels) != pot.shape[2]:
+        raise ValueError(f"got {len(labels)} labels for potentials of K={pot.shape[2]} tags")
+    parsed = [split_label(label, canonical_scheme(scheme)) for label in labels]
     with torch.no_grad():
-        pot = crf.potentials(emissions, mask)
-        paths = engine.viterbi(pot)[1].tolist()  # (B, T), -1 where masked
-        spans = [tags_to_spans([labels[k] for k in row if k >= 0], scheme) for row in paths]
-        probs = _probabilities(pot, spans, parsed)
-    return [
-        list(zip(row_spans, row_probs, strict=True))
-        for row_spans, row_probs in zip(spans, probs, strict=True)
-    ]
+        return _probabilities(pot, spans, parsed)

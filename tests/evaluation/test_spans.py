@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from crfhead import CRF
-from crfhead.evaluation.spans import decode_with_confidence, span_probabilities
+from crfhead.evaluation.spans import span_probabilities, span_probabilities_from
 from crfhead.schemes import Span, allowed_transitions, tags_to_spans
 
 LABEL_SETS = {
@@ -136,6 +136,30 @@ def test_works_under_inference_mode_and_in_float32() -> None:
     assert again == expected
     for row_low, row_expected in zip(low, expected, strict=True):
         assert row_low == pytest.approx(row_expected, abs=1e-5)
+
+
+def decode_with_confidence(
+    crf: CRF, emissions: torch.Tensor, mask: torch.Tensor, labels: list[str], scheme: str
+) -> list[list[tuple[Span, float]]]:
+    """The entities of each Viterbi path with their probabilities, as TextTagger reads them."""
+    spans = [tags_to_spans(tags, scheme) for tags in crf.decode_labels(emissions, mask)]
+    probs = span_probabilities(crf, emissions, mask, spans, labels, scheme)
+    return [list(zip(s, p, strict=True)) for s, p in zip(spans, probs, strict=True)]
+
+
+@pytest.mark.parametrize(("scheme", "constrained"), CASES)
+def test_from_potentials_equals_from_emissions(scheme: str, constrained: bool) -> None:
+    labels = LABEL_SETS[scheme]
+    crf = make_crf(scheme, constrained, seed=11)
+    emissions, mask = random_batch(11, B=3, T=5, K=len(labels))
+    spans = [tags_to_spans(tags, scheme) for tags in crf.decode_labels(emissions, mask)]
+    want = span_probabilities(crf, emissions, mask, spans, labels, scheme)
+    with torch.inference_mode():
+        got = span_probabilities_from(crf.potentials(emissions, mask), spans, labels, scheme)
+    assert got == want
+    bad = f"got {len(labels) - 1} labels for potentials of K={len(labels)} tags"
+    with pytest.raises(ValueError, match=bad):
+        span_probabilities_from(crf.potentials(emissions, mask), spans, labels[:-1], scheme)
 
 
 def test_decode_with_confidence() -> None:
