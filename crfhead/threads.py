@@ -2,7 +2,7 @@
 
 For small tensor work (the glue around a fused kernel call, a finiteness check): forking and joining
 torch's OpenMP threads costs more than such work, and on a busy machine the join waits for a
-descheduled thread (issue 17: 0.6 ms became 18 ms under two competing processes). Only the calling
+descheduled thread (the README's contention benchmark shows the cost). Only the calling
 thread's OpenMP thread count changes (libgomp keeps it per thread and torch reads it per thread), and
 it is restored on exit, exceptions included.
 

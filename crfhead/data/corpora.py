@@ -70,7 +70,7 @@ class Corpus:
 
 
 class FinanceCorpus(Corpus):
-    """The synthetic finance corpus (seed ``000``'s finance case study); tokens are lowercase letters.
+    """The synthetic finance corpus (the finance case study of *Sequence Labeling: From HMMs to Linear-Chain CRFs*); tokens are lowercase letters.
 
     Args:
         seed: the training run.

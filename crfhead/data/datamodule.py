@@ -183,10 +183,9 @@ class TaggingDataModule(pl.LightningDataModule):
         min_feature_count: features seen fewer times in training are dropped.
         seed: the shuffling seed.
         num_workers: data loader processes that collate batches (``0``: in the training process, the
-            default). Workers are kept across epochs (``persistent_workers``). On the 2-core machine
-            of the README it does not pay: the finance indicator CRF (20 epochs, fit + test) took
-            16.9-21.8 s with 0, 21.5-21.9 s with 1, 17.8-22.4 s with 2 (more CPU in all: the batches,
-            with their sentences, are pickled back from the workers).
+            default): the batches, with their sentences, are pickled back from the workers, which
+            costs more than collating in the training process on a machine of few cores. Workers
+            are kept across epochs (``persistent_workers``).
         grouping: batch whole groups of sentences (``class_path`` of a
             :class:`~crfhead.data.grouping.Grouping`); ``batch_size`` and ``eval_batch_size`` then
             count groups.

@@ -2,7 +2,7 @@
 
 ``emissions[b, t, k] = sum_o weight[o, x_{t+o}, k]`` over the configured ``offsets``, with a boundary
 symbol per side where ``t + o`` falls outside the sentence. ``offsets=(0,)`` is the word-identity
-feature of Theorem 3's indicator CRF (seed ``000``); ``(-1, 0, 1)`` the seed's "CRF ±1 word"; and the
+feature of Theorem 3's indicator CRF (*Sequence Labeling: From HMMs to Linear-Chain CRFs*); ``(-1, 0, 1)`` the seed's "CRF ±1 word"; and the
 largest offset is the lookahead ``w`` of an MEMM (Definition 4, Proposition 2): ``(-2, -1, 0)`` is the
 causal MEMM's "two words to the left", ``(-2, -1, 0, 1)`` one word of lookahead.
 """

@@ -4,7 +4,7 @@ A head turns emissions ``(B, T, K)`` into :class:`~crfhead.engine.potentials.Cha
 defines a training loss; everything else (``log Z``, marginals, Viterbi, top-k, posterior decoding,
 sampling) is the one chain engine (:mod:`crfhead.engine`) run on those potentials. So the CRF, the
 MEMM, the structured perceptron and the HMM differ only in :meth:`ChainHead.potentials` and
-:meth:`ChainHead.loss` (seed ``000``: "one recursion, two semirings"; Definitions 2-4, Algorithm 1).
+:meth:`ChainHead.loss` (*Sequence Labeling: From HMMs to Linear-Chain CRFs*: "one recursion, two semirings"; Definitions 2-4, Algorithm 1).
 
 What the training code may ask beyond that is part of the contract too, never probed: where a
 batch's emissions come from (:meth:`ChainHead.emissions_for`: the encoder's, or the head's own for a

@@ -1,4 +1,4 @@
-"""The HMM tagger, fitted by counting (Definition 2 and Proposition 1 of seed ``000``).
+"""The HMM tagger, fitted by counting (Definition 2 and Proposition 1 of *Sequence Labeling: From HMMs to Linear-Chain CRFs*).
 
 ``p(x, z) = ν[z_1] · prod_t a[z_{t-1}, z_t] · prod_t b[z_t](x_t) · a[z_T, stop]``. Maximum likelihood is
 normalised counts; adding ``α`` to every count is the posterior mean under symmetric Dirichlet(α)

@@ -1,4 +1,4 @@
-"""HMMs and indicator CRFs give the same conditionals (Theorem 3 of seed ``000``).
+"""HMMs and indicator CRFs give the same conditionals (Theorem 3 of *Sequence Labeling: From HMMs to Linear-Chain CRFs*).
 
 An *indicator CRF* scores a path with one weight per transition ``θ[j, k]``, per tag-word pair
 ``μ[k, w]``, per start tag ``s[k]`` and per end tag ``η[k]``: in crfhead, a :class:`~crfhead.heads.crf.CRF`

@@ -1,4 +1,4 @@
-"""The maximum-entropy Markov model head (McCallum, Freitag & Pereira 2000; Definition 4 of seed ``000``).
+"""The maximum-entropy Markov model head (McCallum, Freitag & Pereira 2000; Definition 4 of *Sequence Labeling: From HMMs to Linear-Chain CRFs*).
 
 ``p(z | x) = prod_t p(z_t | z_{t-1}, x)`` with each factor a softmax over the next tag,
 

@@ -1,6 +1,6 @@
 """The structured perceptron and its cost-augmented hinge.
 
-Collins (2002), Algorithm 1 and Theorem 5 of seed ``000``; the margin-rescaled Hamming hinge of Taskar
+Collins (2002), Algorithm 1 and Theorem 5 of *Sequence Labeling: From HMMs to Linear-Chain CRFs*; the margin-rescaled Hamming hinge of Taskar
 et al. (2004) and Tsochantaridis et al. (2005).
 
 The potentials are the CRF's (same emission scores, same transitions, same constraints); only the loss

@@ -3,7 +3,9 @@
 An :class:`Entity` is a span of the decoded tags (read with :func:`crfhead.schemes.tags_to_spans`)
 located in the raw text by its tokens' offsets (``text[start:end] == entity.text``), with its exact
 marginal probability under the model (:func:`crfhead.evaluation.spans.span_probabilities`) where the
-head is a calibrated probability model. A :class:`Tagged` is one text: its tokens, tags and entities.
+head is a calibrated probability model. A :class:`Tagged` is one text: its tokens, tags and entities;
+a :class:`Trellis` adds what the chain says beyond its decoded path (node marginals, the ``k`` best
+paths, ``log Z``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from crfhead.data.tokenize import Token
 from crfhead.schemes import Span
 
-__all__ = ["Entity", "Tagged", "entities_of"]
+__all__ = ["Entity", "Tagged", "Trellis", "entities_of"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,24 @@ class Tagged:
             "tags": self.tags,
             "entities": [e.to_dict() for e in self.entities],
         }
+
+
+@dataclass(frozen=True)
+class Trellis:
+    """One text tagged, with its chain's node marginals and best paths (``TextTagger.trellis``).
+
+    Attributes:
+        tagged: the text tagged, as ``TextTagger.annotate`` tags it.
+        marginals: ``n x K`` node marginals ``p(z_t = k | x)`` of its ``n`` tokens.
+        best: the ``k`` best paths, best first, as ``(score, tag ids)``; where fewer than ``k``
+            paths exist, the missing ones score ``-inf``.
+        log_partition: ``log Z(x)``, so that a path's probability is ``exp(score - log_partition)``.
+    """
+
+    tagged: Tagged
+    marginals: list[list[float]]
+    best: list[tuple[float, list[int]]]
+    log_partition: float
 
 
 def entities_of(

@@ -10,6 +10,10 @@ Raw text is split by the tokenizer the model was trained with (it travels in the
 sees punctuation as separate tokens; pre-tokenised input (a list of tokens) skips it. Decoding is the
 model's own (the head's decoder, or the group decoder of a higher-order model, each text its own
 group), batched, under ``torch.inference_mode``, on any device.
+
+Each batch runs the encoder once and builds the head's chain potentials once; the decoded path, the
+span probabilities and (:meth:`TextTagger.trellis`) the node marginals and the ``k`` best paths are
+all read from those potentials.
 """
 
 from __future__ import annotations
@@ -20,14 +24,16 @@ from typing import Any, overload
 
 import torch
 
-from crfhead.data.batching import collator_for
+from crfhead import engine
+from crfhead.data.batching import Batch, collator_for
 from crfhead.data.sentence import Sentence
 from crfhead.data.tokenize import Token, Tokenizer, tokenizer_from_dict
-from crfhead.evaluation.spans import span_probabilities
-from crfhead.inference.entities import Entity, Tagged, entities_of
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.evaluation.spans import span_probabilities_from
+from crfhead.inference.entities import Entity, Tagged, Trellis, entities_of
 from crfhead.inference.saved import ModelFiles, read_model, save_folder
-from crfhead.schemes import tags_to_spans
 from crfhead.model.tagger import Tagger
+from crfhead.schemes import Span, entity_types, tags_to_spans
 
 __all__ = ["PROGRESS_FROM", "TextTagger", "load"]
 
@@ -92,6 +98,15 @@ class TextTagger:
         """The tagging scheme of the labels."""
         return self.model.labels.scheme
 
+    @property
+    def entity_types(self) -> list[str]:
+        """The entity types of the labels, in order of first appearance."""
+        return entity_types(self.model.labels.labels, self.model.labels.scheme)
+
+    def collate(self, sentences: Sequence[Sentence]) -> Batch:
+        """The model's batch of ``sentences`` (its own collate), on the model's device."""
+        return self._collate(list(sentences)).to(self.device)
+
     def to(self, device: str | torch.device) -> TextTagger:
         """Move the model to ``device``; returns ``self``.
 
@@ -152,20 +167,7 @@ class TextTagger:
         Raises:
             ValueError: raw text for a model whose tokenizer is unknown; an item of another type.
         """
-        prepared: list[tuple[str, list[Token]]] = []
-        for item in items:
-            if isinstance(item, str):
-                if self.tokenizer is None:
-                    raise ValueError(
-                        "this model's tokenizer is unknown (its checkpoint was written before "
-                        "crfhead saved tokenizers): pass pre-tokenised input, lists of tokens"
-                    )
-                prepared.append((item, self.tokenizer.tokenize(item)))
-            elif isinstance(item, Sequence):
-                prepared.append(_joined(list(item)))
-            else:
-                raise ValueError(f"cannot tag a {type(item).__name__}: give a str or a list of str")
-        return self._run(prepared, batch_size, progress)
+        return self._run(self._prepare(items), batch_size, progress)
 
     def predict_sentences(
         self, sentences: Sequence[Sentence], *, batch_size: int = 64, progress: bool | None = None
@@ -188,6 +190,51 @@ class TextTagger:
         else:
             yield from chunks
 
+    def trellis(self, text: str, k: int) -> Trellis:
+        """One raw text tagged as :meth:`annotate` does, with its node marginals and ``k`` best paths.
+
+        One encoder pass and one build of the potentials give all of it. The marginals and best
+        paths are the head's chain's (the head's, also under a group decoder); for a text with no
+        tokens they are empty.
+
+        Raises:
+            ValueError: as :meth:`annotate`; ``k`` < 1.
+        """
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        (prepared,) = self._prepare([text])
+        _, toks = prepared
+        if not toks:
+            return Trellis(Tagged(text, [], [], []), [], [], 0.0)
+        with torch.inference_mode():
+            pot, tagged = self._tag_batch([prepared], ["0"])
+            n = len(toks)
+            gamma = engine.marginals(pot)[0, :n].float().cpu()
+            scores, paths = engine.topk(pot, k)
+            log_z = float(engine.log_partition(pot)[0])
+        best = [
+            (score, path[:n])
+            for score, path in zip(scores[0].tolist(), paths[0].tolist(), strict=True)
+        ]
+        return Trellis(tagged[0], gamma.tolist(), best, log_z)
+
+    def _prepare(self, items: Sequence[str | Sequence[str]]) -> list[tuple[str, list[Token]]]:
+        """Each item as ``(text, tokens)``: a raw text tokenised, a token list joined by spaces."""
+        prepared: list[tuple[str, list[Token]]] = []
+        for item in items:
+            if isinstance(item, str):
+                if self.tokenizer is None:
+                    raise ValueError(
+                        "this model's tokenizer is unknown (its checkpoint was written before "
+                        "crfhead saved tokenizers): pass pre-tokenised input, lists of tokens"
+                    )
+                prepared.append((item, self.tokenizer.tokenize(item)))
+            elif isinstance(item, Sequence):
+                prepared.append(_joined(list(item)))
+            else:
+                raise ValueError(f"cannot tag a {type(item).__name__}: give a str or a list of str")
+        return prepared
+
     def _run(
         self, prepared: list[tuple[str, list[Token]]], batch_size: int, progress: bool | None
     ) -> list[Tagged]:
@@ -196,28 +243,71 @@ class TextTagger:
         for i, (text, toks) in enumerate(prepared):
             if not toks:
                 out[i] = Tagged(text, [], [], [])
-        head, labels, scheme = self.model.head, self.labels, self.scheme
         for chunk in self._batches(len(todo), batch_size, progress):
             rows = [todo[j] for j in chunk]
-            sentences = [Sentence([t.text for t in prepared[i][1]], id=str(i)) for i in rows]
-            batch = self._collate(sentences).to(self.device)
             with torch.inference_mode():
-                emissions = self.model(batch)
-                tags = self.model.decode_labels(emissions, batch)
-                spans = [tags_to_spans(row, scheme) if scheme else [] for row in tags]
-                probs: list[list[float]] | None = None
-                if head.calibrated and scheme is not None:
-                    probs = span_probabilities(
-                        head, emissions, batch.mask.to(emissions.device), spans, labels, scheme
-                    )
-            for j, i in enumerate(rows):
-                text, toks = prepared[i]
-                _check_output(
-                    text, tags[j], probs[j] if probs else [], scheme if head.constrained else None
-                )
-                ents = entities_of(text, toks, spans[j], None if probs is None else probs[j])
-                out[i] = Tagged(text, toks, tags[j], ents)
+                _, tagged = self._tag_batch([prepared[i] for i in rows], [str(i) for i in rows])
+            for i, record in zip(rows, tagged, strict=True):
+                out[i] = record
         return [t for t in out if t is not None]
+
+    def _tag_batch(
+        self, prepared: Sequence[tuple[str, list[Token]]], ids: Sequence[str]
+    ) -> tuple[ChainPotentials, list[Tagged]]:
+        """One batch of texts with tokens: one encoder pass, one build of the head's potentials.
+
+        Returns:
+            The potentials, and each text tagged (entities with their span
+            probabilities where the head is calibrated), its output checked.
+        """
+        head, labels, scheme = self.model.head, self.labels, self.scheme
+        sentences = [
+            Sentence([t.text for t in toks], id=i)
+            for (_, toks), i in zip(prepared, ids, strict=True)
+        ]
+        batch = self.collate(sentences)
+        emissions = self.model(batch)
+        pot = head.potentials(emissions, batch.mask.to(emissions.device))
+        tags = self._decode(pot, batch)
+        spans: list[list[Span]] = [tags_to_spans(row, scheme) if scheme else [] for row in tags]
+        probs: list[list[float]] | None = None
+        if head.calibrated and scheme is not None:
+            probs = span_probabilities_from(pot, spans, labels, scheme)
+        out = []
+        for j, (text, toks) in enumerate(prepared):
+            _check_output(
+                text, tags[j], probs[j] if probs else [], scheme if head.constrained else None
+            )
+            ents = entities_of(text, toks, spans[j], None if probs is None else probs[j])
+            out.append(Tagged(text, toks, tags[j], ents))
+        return pot, out
+
+    def _decode(self, pot: ChainPotentials, batch: Batch) -> list[list[str]]:
+        """:meth:`Tagger.decode_labels <crfhead.model.tagger.Tagger.decode_labels>` on potentials built once.
+
+        The group decoder's labelling, or the path of the head's ``decoder`` (Viterbi, or
+        posterior-marginal decoding), as strings.
+
+        Raises:
+            ValueError: a sentence with no allowed tag path (the head's message).
+        """
+        labels = self.labels
+        if self.model.decoder is not None:
+            tags = self.model.decoder.decode(pot, batch)
+            return [[labels[k] for k in row if k >= 0] for row in tags.tolist()]
+        decoder = self.model.head.decoder
+        if decoder == "viterbi":
+            paths = engine.viterbi(pot)[1]
+        else:
+            paths = engine.posterior_decode(pot, valid_only=decoder == "posterior_valid")
+        lost = ((paths < 0) & pot.mask.to(paths.device)).any(1)
+        if bool(lost.any()):
+            rows = lost.nonzero()[:, 0].tolist()
+            raise ValueError(
+                f"sequence(s) {rows[:10]} have no allowed tag path: every path goes through a "
+                "forbidden (-inf) score"
+            )
+        return [[labels[i] for i in row if i >= 0] for row in paths.tolist()]
 
     # ------------------------------------------------------------------------------ saving
     def save(self, folder: str | Path, *, overwrite: bool = False) -> Path:
@@ -229,7 +319,7 @@ class TextTagger:
         return save_folder(folder, self.model, self.config, self.vocabs, self.report, overwrite)
 
     def __repr__(self) -> str:
-        types = sorted({lab.split("-", 1)[1] for lab in self.labels if "-" in lab})
+        types = sorted(self.entity_types)
         return (
             f"TextTagger(head={type(self.model.head).__name__}, "
             f"encoder={type(self.model.encoder).__name__}, types={types}, "

@@ -170,14 +170,13 @@ class LabState:
 
 
 def _tag(tagger: TextTagger, text: str, k: int) -> dict[str, Any]:
-    """Tag one text as :meth:`TextTagger.annotate` does, plus its trellis and its best paths."""
-    import torch
+    """Tag one text as :meth:`TextTagger.annotate` does, plus its trellis and its best paths.
 
-    from crfhead.data.sentence import Sentence
-
-    tagged = tagger.annotate([text])[0]
+    One encoder pass and one build of the potentials (:meth:`TextTagger.trellis`).
+    """
+    trellis = tagger.trellis(text, k)
+    tagged = trellis.tagged
     labels = tagger.labels
-    head = tagger.model.head
     out: dict[str, Any] = {
         "text": text,
         "tokens": [{"text": t.text, "start": t.start, "end": t.end} for t in tagged.tokens],
@@ -186,33 +185,20 @@ def _tag(tagger: TextTagger, text: str, k: int) -> dict[str, Any]:
         "entities": [e.to_dict() for e in tagged.entities],
         "marginals": [],
         "topk": [],
-        "calibrated": bool(head.calibrated),
+        "calibrated": bool(tagger.model.head.calibrated),
     }
-    n = len(tagged.tokens)
-    if n == 0:
+    if not tagged.tokens:
         return out
-    # The emissions as TextTagger._run builds them: the model's own collate, on its device.
-    batch = tagger._collate([Sentence([t.text for t in tagged.tokens], id="0")]).to(tagger.device)
-    with torch.inference_mode():
-        emissions = tagger.model(batch)
-        mask = batch.mask.to(emissions.device)
-        gamma = head.marginals(emissions, mask)[0, :n].float().cpu()
-        scores, paths = head.topk(emissions, k, mask)
-        log_z = float(head.log_partition(emissions, mask)[0])
-    out["marginals"] = [[round(float(v), 6) for v in row] for row in gamma]
-    best: list[dict[str, Any]] = []
-    for score, path in zip(scores[0].tolist(), paths[0].tolist(), strict=True):
-        if not math.isfinite(score):  # fewer than k paths exist
-            continue
-        ids = path[:n]
-        best.append(
-            {
-                "tags": [labels[i] for i in ids],
-                "score": round(score, 6),
-                "probability": math.exp(score - log_z),
-            }
-        )
-    out["topk"] = best
+    out["marginals"] = [[round(v, 6) for v in row] for row in trellis.marginals]
+    out["topk"] = [
+        {
+            "tags": [labels[i] for i in ids],
+            "score": round(score, 6),
+            "probability": math.exp(score - trellis.log_partition),
+        }
+        for score, ids in trellis.best
+        if math.isfinite(score)  # fewer than k paths exist
+    ]
     return out
 
 

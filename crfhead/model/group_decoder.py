@@ -1,4 +1,4 @@
-"""The contract of a decoder that labels each group of a batch jointly (higher-order CRFs, seed ``001``).
+"""The contract of a decoder that labels each group of a batch jointly (higher-order CRFs, Qian & Liu, TACL 2014).
 
 A :class:`GroupDecoder` takes the head's chain potentials of a grouped batch
 (:attr:`~crfhead.data.batching.Batch.groups`, :mod:`crfhead.data.grouping`) and returns one labelling
@@ -6,7 +6,7 @@ per group under the chains *plus* its own non-local factors. :class:`~crfhead.mo
 uses it in place of the head's Viterbi when a config names one (``model.decoder``); the implementation
 shipped is :class:`crfhead.higher_order.decoder.FactorDecoder`, which this package never imports.
 
-Its non-local weights are set in one of two ways, both from the seed and the issue:
+Its non-local weights are set in one of two ways:
 
 * **tuned** (:attr:`GroupDecoder.grid` non-empty): the head trains alone on its own loss (the chain CRF
   first), and at every validation the decoder's scale is chosen among :attr:`grid` by dev span F1

@@ -20,7 +20,7 @@
   renames it into place, so a full disk or a kill never leaves a truncated file under a valid name
   (``train.py`` installs it on every trainer).
 
-Averaging follows Collins (2002, §2.5) and seed ``000``.
+Averaging follows Collins (2002, §2.5) and *Sequence Labeling: From HMMs to Linear-Chain CRFs*.
 
 :class:`WeightAveraging` is Lightning's equal-weight ``WeightAveraging`` (average of the parameters
 after every optimizer step, swapped in for validation, saved as the checkpoint's ``state_dict``) with

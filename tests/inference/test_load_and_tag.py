@@ -18,7 +18,7 @@ from crfhead.data.finance.generator import generate_finance_documents
 from crfhead.data.tokenize import LetterTokenizer, RegexTokenizer, tokenizer_from_dict
 from crfhead.evaluation.spans import span_probabilities
 from crfhead.inference import Entity, TextTagger
-from crfhead.schemes import Span
+from crfhead.schemes import Span, entity_types
 
 _train = train_tiny_finance
 
@@ -54,7 +54,7 @@ def test_probabilities_are_the_exact_span_marginals(checkpoint: Path) -> None:
     tagger = crfhead.load(checkpoint)
     tagged = tagger.annotate([TEXT])[0]
     sentence = [t.text for t in tagged.tokens]
-    batch = tagger._collate([crfhead.data.sentence.Sentence(sentence)])
+    batch = tagger.collate([crfhead.data.sentence.Sentence(sentence)])
     with torch.no_grad():
         emissions = tagger.model(batch)
     spans = [Span(e.label, e.token_start, e.token_end - 1) for e in tagged.entities]
@@ -285,3 +285,34 @@ def test_a_saved_model_with_word_vectors_loads_after_the_vectors_file_is_gone(
     folder = tagger.save(tmp_path / "saved")
     vectors.unlink()
     assert crfhead.load(folder).annotate([TEXT])[0].tags == tagger.annotate([TEXT])[0].tags
+
+
+def test_one_pass_gives_what_the_heads_methods_give(checkpoint: Path) -> None:
+    # tag() and trellis() read the path, span probabilities, marginals and k best paths from one
+    # build of the potentials: each equals the head's own method on the same emissions.
+    tagger = crfhead.load(checkpoint)
+    assert tagger.entity_types == entity_types(tagger.labels, "BIO")
+    assert repr(tagger).count("types=") == 1
+    texts = [TEXT, "marek novak said", "the first quarter"]
+    tagged = tagger.annotate(texts, batch_size=2)
+    head = tagger.model.head
+    for text, record in zip(texts, tagged, strict=True):
+        batch = tagger.collate([crfhead.data.sentence.Sentence([t.text for t in record.tokens])])
+        with torch.inference_mode():
+            emissions = tagger.model(batch)
+            assert tagger.model.decode_labels(emissions, batch) == [record.tags]
+            spans = [Span(e.label, e.token_start, e.token_end - 1) for e in record.entities]
+            probs = span_probabilities(head, emissions, batch.mask, [spans], tagger.labels, "BIO")
+            gamma = head.marginals(emissions, batch.mask)[0].float().tolist()
+            scores, paths = head.topk(emissions, 3, batch.mask)
+            log_z = float(head.log_partition(emissions, batch.mask)[0])
+        assert [e.probability for e in record.entities] == [round(p, 6) for p in probs[0]]
+        trellis = tagger.trellis(text, 3)
+        assert trellis.tagged == record
+        assert trellis.marginals == gamma
+        assert trellis.best == list(zip(scores[0].tolist(), paths[0].tolist(), strict=True))
+        assert trellis.log_partition == log_z
+    empty = tagger.trellis("", 2)
+    assert (empty.tagged.tokens, empty.marginals, empty.best) == ([], [], [])
+    with pytest.raises(ValueError, match="k must be >= 1, got 0"):
+        tagger.trellis(TEXT, 0)

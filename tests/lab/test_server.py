@@ -319,7 +319,7 @@ class TestTag:
         from crfhead.data.sentence import Sentence
 
         _, r = post_json(loaded, {"text": "the first quarter", "k": 1})
-        batch = tagger._collate([Sentence([t["text"] for t in r["tokens"]], id="0")])
+        batch = tagger.collate([Sentence([t["text"] for t in r["tokens"]], id="0")])
         with torch.inference_mode():
             emissions = tagger.model(batch)
             head = tagger.model.head

@@ -1,7 +1,7 @@
 """The synthetic finance corpus: company filings and earnings-call transcripts tagged with entities.
 
 The corpus of the seed text's section "Tagging entities in filings"
-(``shared/seeds/000_7c5bc3c5795a6d4c.txt``): documents generated from sentence templates with slot
+(*Sequence Labeling: From HMMs to Linear-Chain CRFs*): documents generated from sentence templates with slot
 fillers, every entity encoded in BIO over 8 :data:`ENTITY_TYPES` (17 :data:`LABELS`). A corpus run
 is a seed, and the same seed gives the same documents byte for byte on any machine.
 

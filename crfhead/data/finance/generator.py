@@ -1,7 +1,7 @@
 """The document generator of the synthetic finance corpus: filings and earnings calls, in BIO.
 
 Moved here from ``crfhead/data/finance.py`` (the corpus of the seed text's section "Tagging entities
-in filings", ``shared/seeds/000_7c5bc3c5795a6d4c.txt``). A document draws its company, people and
+in filings", *Sequence Labeling: From HMMs to Linear-Chain CRFs*). A document draws its company, people and
 period, then fills the templates of :mod:`crfhead.data.finance.templates` with words of
 :mod:`crfhead.data.finance.lexicon`; every entity is generated as a
 :class:`~crfhead.schemes.Span` and encoded in BIO, which gives the 17 :data:`LABELS` over the 8

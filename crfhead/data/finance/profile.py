@@ -1,6 +1,6 @@
 """Profiles of the finance generator: the knobs that set how many test tokens are unseen, and which.
 
-The seed's finance case study (``shared/seeds/000_7c5bc3c5795a6d4c.txt``, "Finance case study")
+The seed's finance case study (*Sequence Labeling: From HMMs to Linear-Chain CRFs*, "Finance case study")
 reports 0.369 of the test tokens unseen after 3 training documents and 0.138 after 30, and accuracy
 on those tokens of 0.911 (HMM) to 0.958 (perceptron) at 30 documents. Both profiles match the rates;
 they differ in what the unseen tokens are:

@@ -2,7 +2,7 @@
 
 Moved here from ``crfhead/data/finance.py``. The unseen-token rate (the fraction of test tokens
 whose word never occurs in training) is the number the seed's finance case study is about
-(``shared/seeds/000_7c5bc3c5795a6d4c.txt``, "Tagging entities in filings"); :func:`unseen_rates`
+(*Sequence Labeling: From HMMs to Linear-Chain CRFs*, "Tagging entities in filings"); :func:`unseen_rates`
 measures it over training prefixes of one run against another run.
 """
 
