@@ -29,6 +29,7 @@ from typing import Any
 
 from crfhead.model.checkpoints import read_checkpoint
 from crfhead.model.tagger import Tagger
+from crfhead.schemes import entity_types
 
 __all__ = ["FORMAT", "ModelFiles", "read_model", "save_folder"]
 
@@ -170,7 +171,7 @@ def _card(config: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
     """The folder's README.md: what the model tags and how to use it."""
     head = (config.get("head") or {}).get("class_path", "crfhead.heads.CRF")
     encoder = (config.get("encoder") or {}).get("class_path", "crfhead.encoders.IndicatorEncoder")
-    types = sorted({lab.split("-", 1)[1] for lab in config["labels"] if "-" in lab})
+    types = sorted(entity_types(config["labels"], str(config["scheme"])))
     lines = [
         "# crfhead sequence tagger",
         "",

@@ -316,3 +316,16 @@ def test_one_pass_gives_what_the_heads_methods_give(checkpoint: Path) -> None:
     assert (empty.tagged.tokens, empty.marginals, empty.best) == ([], [], [])
     with pytest.raises(ValueError, match="k must be >= 1, got 0"):
         tagger.trellis(TEXT, 0)
+
+
+@pytest.mark.parametrize("decoder", ["posterior", "posterior_valid"])
+def test_one_pass_decodes_with_the_heads_decoder(checkpoint: Path, decoder: str) -> None:
+    tagger = crfhead.load(checkpoint)
+    tagger.model.head.decoder = decoder
+    texts = [TEXT, "marek novak said"]
+    tagged = tagger.annotate(texts)
+    batch = tagger.collate(
+        [crfhead.data.sentence.Sentence([t.text for t in r.tokens]) for r in tagged]
+    )
+    with torch.inference_mode():
+        assert tagger.model.predict(batch) == [r.tags for r in tagged]
