@@ -1,6 +1,6 @@
 """Tag text with a trained model: ``python predict.py --checkpoint runs/.../last.ckpt --input FILE``.
 
-A thin wrapper over ``crfhead predict`` (:mod:`crfhead.console`), kept so that existing command lines
+A thin wrapper over ``crfhead predict`` (:mod:`crfhead.cli.predict`), kept so that existing command lines
 work: ``--checkpoint`` is ``--model`` (a ``.ckpt`` or a folder written by ``TextTagger.save``), and
 ``--input``, ``--input-format`` (``text``, the default here, ``conll``, ``jsonl``), ``--output`` and
 ``--output-format`` (``jsonl``, the default here, or ``conll``) are the same flags; ``crfhead predict
@@ -9,7 +9,8 @@ by the tokenizer the model was trained with, CoNLL output keeps every input colu
 prediction, JSON lines carry each entity's character offsets and exact span probability.
 
 :func:`main` raises on errors (for use from Python); run as a script, errors are one line on stderr
-and exit status 2. :func:`read_input` reads input files as ``crfhead predict`` and training do.
+and exit status 2. :func:`read_input` reads input files as ``crfhead predict`` and training do
+(:func:`crfhead.data.inputs.read_input`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from crfhead.console import main as console_main
-from crfhead.console import run
+from crfhead.cli import main as console_main
+from crfhead.cli import run
+from crfhead.data import inputs
 from crfhead.data.sentence import Sentence
 
 __all__ = ["main", "read_input"]
@@ -32,9 +34,7 @@ def read_input(path: Path, fmt: str) -> list[Sentence]:
         TextEncodingError: the file is not UTF-8 (a :class:`ValueError` naming file and line).
         CoNLLFormatError: a CoNLL line whose column count differs from the first line's.
     """
-    from crfhead.console import _read_input
-
-    read = _read_input(str(path), fmt, tokenized=True)
+    read = inputs.read_input(str(path), fmt, tokenized=True)
     if fmt == "conll":
         return read.sentences
     return [

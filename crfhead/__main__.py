@@ -1,6 +1,6 @@
-"""``python -m crfhead``: the ``crfhead`` command (:func:`crfhead.console.main`) without the installed script."""
+"""``python -m crfhead``: the ``crfhead`` command (:func:`crfhead.cli.main`) without the installed script."""
 
-from crfhead.console import main
+from crfhead.cli import main
 
 __all__: list[str] = []
 

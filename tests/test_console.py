@@ -1,4 +1,4 @@
-"""The ``crfhead`` command (:mod:`crfhead.console`) on a tiny model trained here, offline.
+"""The ``crfhead`` command (:mod:`crfhead.cli`) on a tiny model trained here, offline.
 
 One model is trained once for the module through ``crfhead train`` (the pass-through to
 ``train.py``'s LightningCLI); the tests then tag stdin through a real subprocess, round-trip a
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from crfhead.console import main
+from crfhead.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "finance" / "indicator_crf.yaml"
@@ -119,7 +119,7 @@ def test_no_subcommand_prints_usage_and_fails(capsys: pytest.CaptureFixture[str]
 
 def test_importing_the_console_imports_neither_lightning_nor_transformers() -> None:
     code = (
-        "import sys, crfhead.console\n"
+        "import sys, crfhead.cli\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in "
         "('pytorch_lightning', 'lightning', 'transformers')]\n"
         "assert not heavy, heavy\n"

@@ -3,7 +3,8 @@
 One token per line, blank lines between sentences, ``-DOCSTART-`` lines between documents
 (CoNLL-2003), tab- or space-separated (WNUT 2017), any tagging scheme in and out.
 
-:func:`read_conll` returns the sentences and a :class:`~crfhead.data.sentence.ReadReport`. A line with
+:func:`read_conll` returns the sentences and a :class:`~crfhead.data.sentence.ReadReport`
+(:func:`parse_conll` does the same for lines already read, such as stdin's). A line with
 too few columns names the file and line; a tag outside the input scheme names the tag, file and line;
 an invalid tag sequence (``I-X`` after ``O`` in BIO) is repaired with a warning and counted; an empty
 sentence (a run of blank lines) is skipped and counted.
@@ -16,6 +17,10 @@ an error rather than tokens taken as tags; read it with ``tag_col=None`` for unl
 ``-DOCSTART-`` line inside a sentence (no blank line before it) still ends the sentence, but is
 counted under :data:`DOCSTART_IN_SENTENCE` and so warned about: it usually means a file made by
 concatenation or a lost blank line.
+
+:func:`write_conll` writes sentences; :func:`echo_conll` writes a file back as it was read, every
+line and column kept, with one more column (a prediction) appended to each token line
+(:func:`token_lines` finds them), so the output is scored as it is (conlleval).
 """
 
 from __future__ import annotations
@@ -27,7 +32,20 @@ from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
 from crfhead.data.textfile import quote, read_lines
 from crfhead.schemes import canonical_scheme, convert_tags, split_label
 
-__all__ = ["DOCSTART_IN_SENTENCE", "CoNLLFormatError", "read_conll", "write_conll"]
+__all__ = [
+    "DOCSTART",
+    "DOCSTART_IN_SENTENCE",
+    "CoNLLFormatError",
+    "echo_conll",
+    "parse_conll",
+    "read_conll",
+    "split_columns",
+    "token_lines",
+    "write_conll",
+]
+
+DOCSTART = "-DOCSTART-"
+"""The first column of a line that opens a new document (CoNLL-2003)."""
 
 DOCSTART_IN_SENTENCE = "-DOCSTART- inside a sentence (the sentence ended there)"
 """Report event: a document marker with no blank line before it, in the middle of a sentence."""
@@ -46,7 +64,7 @@ def read_conll(
     scheme: str = "BIO",
     out_scheme: str | None = None,
     separator: str | None = None,
-    docstart: str = "-DOCSTART-",
+    docstart: str = DOCSTART,
     warn: bool = True,
 ) -> tuple[list[Sentence], ReadReport]:
     """Read a column file.
@@ -77,13 +95,12 @@ def read_conll(
     if not path.is_file():
         raise FileNotFoundError(f"CoNLL file not found: {path}")
     scheme = canonical_scheme(scheme)
-    sentences, report = _parse(
+    sentences, report = parse_conll(
         read_lines(path),
         name=str(path),
-        stem=path.stem,
         token_col=token_col,
         tag_col=tag_col,
-        columns=dict(columns or {}),
+        columns=columns,
         scheme=scheme,
         separator=separator,
         docstart=docstart,
@@ -100,18 +117,43 @@ def read_conll(
     return sentences, report
 
 
-def _parse(
+def split_columns(line: str, separator: str | None = None) -> list[str]:
+    """The columns of a line: split on ``separator``, or on any run of whitespace (``None``)."""
+    return line.split(separator) if separator is not None else line.split()
+
+
+def parse_conll(
     lines: Iterable[str],
     *,
     name: str,
-    stem: str,
-    token_col: int,
-    tag_col: int | None,
-    columns: dict[str, int],
-    scheme: str,
-    separator: str | None,
-    docstart: str,
+    token_col: int = 0,
+    tag_col: int | None = -1,
+    columns: Mapping[str, int] | None = None,
+    scheme: str = "BIO",
+    separator: str | None = None,
+    docstart: str = DOCSTART,
 ) -> tuple[list[Sentence], ReadReport]:
+    """Parse the lines of a column file as :func:`read_conll` does, before repairs and counts.
+
+    Args:
+        lines: the file's lines, without terminators (:func:`crfhead.data.textfile.read_lines`).
+        name: what messages call the source (a path, ``<stdin>``); its stem names the documents.
+        token_col: as in :func:`read_conll`.
+        tag_col: as in :func:`read_conll`.
+        columns: as in :func:`read_conll`.
+        scheme: the tagging scheme the tags are checked in.
+        separator: as in :func:`read_conll`.
+        docstart: as in :func:`read_conll`.
+
+    Returns:
+        ``(sentences, report)`` as read: invalid tag sequences are not repaired, and the report's
+        sentence and token totals are not filled in (:func:`read_conll` does both).
+
+    Raises:
+        CoNLLFormatError: as :func:`read_conll`.
+    """
+    columns = dict(columns or {})
+    stem = Path(name).stem
     report = ReadReport(source=name)
     sentences: list[Sentence] = []
     doc = 0
@@ -146,7 +188,7 @@ def _parse(
             flush()
             prev_blank = True
             continue
-        fields = line.split(separator) if separator is not None else line.split()
+        fields = split_columns(line, separator)
         if fields[0] == docstart:
             if tokens:
                 report.count(DOCSTART_IN_SENTENCE, f"{name}, line {lineno}")
@@ -221,7 +263,7 @@ def write_conll(
     for s in sentences:
         if docstart and s.doc_id is not None and s.doc_id != current:
             current = s.doc_id
-            out.append(separator.join(["-DOCSTART-", *(["-X-"] * len(columns)), "O"]))
+            out.append(separator.join([DOCSTART, *(["-X-"] * len(columns)), "O"]))
             out.append("")
         tags = s.tags if s.tags is not None else ["O"] * len(s)
         for i, token in enumerate(s.tokens):
@@ -232,3 +274,43 @@ def write_conll(
             out.append(separator.join([token, *(s.columns[c][i] for c in columns), tags[i]]))
         out.append("")
     path.write_text("\n".join(out) + ("\n" if out else ""), encoding="utf-8")
+
+
+def token_lines(
+    lines: Sequence[str], *, separator: str | None = None, docstart: str = DOCSTART
+) -> list[int]:
+    """The indices of the token lines of a column file: neither blank nor a document marker."""
+    return [
+        i
+        for i, line in enumerate(lines)
+        if line.strip() and split_columns(line, separator)[0] != docstart
+    ]
+
+
+def echo_conll(
+    lines: Sequence[str], tokens_at: Sequence[int], column: Sequence[str], separator: str | None
+) -> list[str]:
+    """Every line of a column file, each token line with one more column appended.
+
+    Args:
+        lines: the file's lines.
+        tokens_at: the indices of its token lines (:func:`token_lines`).
+        column: the value appended to each token line (a predicted tag), aligned with ``tokens_at``.
+        separator: the file's separator; ``None`` (any whitespace): the line's trailing whitespace
+            is dropped and the new column copies a tab if the line has one, else a space.
+
+    Raises:
+        AssertionError: ``column`` and ``tokens_at`` differ in length (a caller's bug).
+    """
+    if len(column) != len(tokens_at):
+        raise AssertionError(f"{len(column)} tags for {len(tokens_at)} token lines")
+    out = list(lines)
+    for i, value in zip(tokens_at, column, strict=True):
+        line = out[i]
+        if separator is None:
+            line = line.rstrip()
+            sep = "\t" if "\t" in line else " "
+        else:
+            sep = separator
+        out[i] = f"{line}{sep}{value}"
+    return out

@@ -1,7 +1,8 @@
 r"""Reading input text files, and quoting their lines in error messages, the same way everywhere.
 
-Every reader of user files (:mod:`crfhead.data.conll`, :mod:`crfhead.data.msm2013`, ``predict.py``)
-goes through :func:`read_lines`, so the same input gives the same lines and the same errors:
+Every reader of user files (:mod:`crfhead.data.conll`, :mod:`crfhead.data.msm2013`, the command
+line's input, :mod:`crfhead.data.inputs`) goes through :func:`read_lines` (or, for bytes already read
+such as stdin's, :func:`decode_lines`), so the same input gives the same lines and the same errors:
 
 * a UTF-8 byte-order mark at the start of the file is dropped (editors on Windows write one; left
   in, it glues itself to the first token: ``\ufeff-DOCSTART-`` is then a token, not a marker);
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["QUOTE_LIMIT", "TextEncodingError", "clip", "quote", "read_lines"]
+__all__ = ["QUOTE_LIMIT", "TextEncodingError", "clip", "decode_lines", "quote", "read_lines"]
 
 QUOTE_LIMIT = 200
 """The most characters of a line an error message quotes."""
@@ -75,13 +76,21 @@ def read_lines(path: str | Path) -> list[str]:
             of the first bad byte, the byte, and (quoted, bad bytes escaped) that line.
     """
     path = Path(path)
-    data = path.read_bytes()
+    return decode_lines(path.read_bytes(), path)
+
+
+def decode_lines(data: bytes, name: str | Path) -> list[str]:
+    """The lines of UTF-8 ``data`` by :func:`read_lines`'s rules; ``name`` is what errors call it.
+
+    Raises:
+        TextEncodingError: ``data`` is not UTF-8 (named ``name``, with line and column).
+    """
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise _encoding_error(path, data, err) from None
+        raise _encoding_error(Path(name), data, err) from None
     lines = _NEWLINE.split(text)
     if lines[-1] == "":
         lines.pop()  # the terminator of the last line, or an empty file

@@ -124,7 +124,7 @@ class TestAddress:
         assert main(["--model", str(tmp_path / "nope"), "--port", "0", "--no-browser"]) == 2
 
     def test_crfhead_lab_is_a_subcommand(self) -> None:
-        from crfhead.console import build_parser
+        from crfhead.cli import build_parser
 
         ns = build_parser().parse_args(["lab", "--port", "0", "--no-browser"])
         assert (ns.command, ns.port, ns.no_browser, ns.model) == ("lab", 0, True, None)

@@ -1,0 +1,31 @@
+"""``crfhead train | test | fit | validate ARGS``: ``ARGS`` go untouched to ``train.py``'s LightningCLI.
+
+:func:`crfhead.training.cli.main`; ``train`` is fit then test, as ``train.py`` runs. Training's console
+is its own: its errors and warnings are not rewritten into one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["PASSTHROUGH", "run"]
+
+PASSTHROUGH: dict[str, str] = {
+    "train": "fit, then test the best checkpoint (train.py's arguments: --config FILE ...)",
+    "test": "test a checkpoint (--config FILE --ckpt_path CKPT)",
+    "fit": "fit only (train.py's arguments)",
+    "validate": "validate a checkpoint (--config FILE --ckpt_path CKPT)",
+}
+"""Subcommands whose arguments go untouched to :func:`crfhead.training.cli.main`, with their help."""
+
+
+def run(command: str, args: Sequence[str]) -> int:
+    """Run the training CLI for ``command`` (a key of :data:`PASSTHROUGH`); returns 0.
+
+    Raises:
+        SystemExit: the training CLI's own exit.
+    """
+    from crfhead.training.cli import main as cli_main
+
+    cli_main(list(args) if command == "train" else [command, *args])
+    return 0

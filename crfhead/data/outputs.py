@@ -1,0 +1,62 @@
+"""Tagged text written out: JSON lines, or ``token tag`` lines; to a file or stdout.
+
+The CoNLL echo of a CoNLL input (every input line and column kept, the prediction appended) is
+:func:`crfhead.data.conll.echo_conll`. Files are written as UTF-8, a newline after every line; the
+folder of an output file is created.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from crfhead.data.tokenize import Token
+
+__all__ = ["OUTPUT_FORMATS", "STDOUT", "json_line", "token_tag_lines", "write_lines"]
+
+OUTPUT_FORMATS = ("conll", "jsonl")
+"""The formats tagged text is written in."""
+STDOUT = "-"
+"""The output spec that names stdout."""
+
+
+def json_line(record: Mapping[str, Any], ident: str | None) -> str:
+    """One JSON line: ``{"id": ident}`` (when given) followed by ``record``'s fields, not ASCII-escaped."""
+    obj: dict[str, Any] = {} if ident is None else {"id": ident}
+    obj.update(record)
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def token_tag_lines(records: Iterable[tuple[str, Sequence[Token], Sequence[str]]]) -> list[str]:
+    """``token tag`` lines for ``(text, tokens, tags)`` records, a blank line after each record.
+
+    The token is written as it stands in the text (``text[start:end]``, its whitespace runs joined
+    by ``_``; ``_`` for an empty one), so that the line has exactly two columns.
+    """
+    out: list[str] = []
+    for text, tokens, tags in records:
+        for token, tag in zip(tokens, tags, strict=True):
+            surface = text[token.start : token.end] or token.text
+            out.append(f"{'_'.join(surface.split()) or '_'} {tag}")
+        out.append("")
+    return out
+
+
+def write_lines(spec: str, lines: Sequence[str]) -> None:
+    """Write ``lines`` to the file ``spec`` (its folder created), or to stdout for ``-``, as UTF-8."""
+    text = "".join(f"{line}\n" for line in lines)
+    if spec == STDOUT:
+        stream: TextIO = sys.stdout
+        if hasattr(stream, "buffer"):
+            stream.flush()
+            stream.buffer.write(text.encode("utf-8"))
+            stream.buffer.flush()
+        else:
+            stream.write(text)
+        return
+    path = Path(spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

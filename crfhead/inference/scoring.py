@@ -1,0 +1,71 @@
+"""Scoring a trained model on labelled sentences: the report training prints, from a saved model.
+
+The sentences are decoded batch by batch as the model decodes (its group decoder, or its head's
+decoder) under ``torch.inference_mode`` and scored by :class:`~crfhead.evaluation.metrics.TaggingMetrics`
+(entity F1 by type, accuracy on all and on unseen words, and the log-loss of the gold tags). Gold
+tags the model does not have still count (those gold entities are misses), but then no log-loss is
+reported: it needs a score for every gold tag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from crfhead.data.sentence import Sentence
+from crfhead.evaluation.metrics import TaggingMetrics
+from crfhead.inference.text_tagger import TextTagger
+
+__all__ = ["Scores", "score_sentences"]
+
+
+@dataclass(frozen=True)
+class Scores:
+    """What :func:`score_sentences` found.
+
+    Attributes:
+        report: the metrics (``TaggingMetrics.compute``'s keys: ``f1``, ``<TYPE>/f1``, ...).
+        unknown_tags: the gold tags the model does not have, sorted (then no log-loss).
+    """
+
+    report: dict[str, Any]
+    unknown_tags: list[str]
+
+
+def score_sentences(
+    tagger: TextTagger, sentences: Sequence[Sentence], *, batch_size: int = 64
+) -> Scores:
+    """Decode labelled ``sentences`` with ``tagger`` and score them against their tags.
+
+    The tags are read in the model's scheme (convert them first, as
+    :func:`crfhead.data.conll.read_conll`'s ``out_scheme`` does).
+    """
+    scheme = tagger.scheme or "BIO"
+    known = set(tagger.labels)
+    unknown = sorted({t for s in sentences for t in s.tags or () if t not in known})
+    seen = tagger.vocabs.get("seen_words")
+    metrics = TaggingMetrics(scheme, None if seen is None else set(seen))
+    model = tagger.model.eval()
+    for i in range(0, len(sentences), batch_size):
+        chunk = list(sentences[i : i + batch_size])
+        gold = [list(s.tags or ()) for s in chunk]
+        if unknown:
+            chunk = [dataclasses.replace(s, tags=None) for s in chunk]
+        batch = tagger.collate(chunk)
+        with torch.inference_mode():
+            if unknown:
+                pred, nll = model.predict(batch), None
+            else:
+                pred, nll = model.decode_with_loss(batch)
+        metrics.update(
+            gold,
+            pred,
+            [s.tokens for s in chunk],
+            log_loss=nll,
+            num_tokens=None if nll is None else int(batch.mask.sum()),
+        )
+    return Scores(metrics.compute(), unknown)
