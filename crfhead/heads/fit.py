@@ -99,7 +99,8 @@ class GradientFit(Fit):
     def step(self, batch: Any, emissions: Callable[[], Tensor], reduction: str) -> Tensor | None:  # noqa: D102
         scores = emissions()
         tags, mask = batch.tags.to(scores.device), batch.mask.to(scores.device)
-        return self.head.loss(scores, tags, mask, reduction)
+        loss: Tensor = self.head.loss(scores, tags, mask, reduction)
+        return loss
 
 
 class CostAugmentedFit(GradientFit):
@@ -109,7 +110,8 @@ class CostAugmentedFit(GradientFit):
         return None
 
     def cost_augmented(self, pot: ChainPotentials, tags: Tensor) -> ChainPotentials:  # noqa: D102
-        return self.head.augmented(pot, tags)
+        augmented: ChainPotentials = self.head.augmented(pot, tags)
+        return augmented
 
 
 class CountingFit(Fit):
