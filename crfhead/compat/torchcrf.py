@@ -135,6 +135,7 @@ _ENGINE_LEVEL = (
 )
 # Public methods refused with batch_first=False, and why.
 _REFUSED: dict[str, str] = {
+    "predict_from": _ENGINE_LEVEL,
     "potentials": _ENGINE_LEVEL,
     "gold_score": _ENGINE_LEVEL,
     "check_gold": _ENGINE_LEVEL,

@@ -31,12 +31,29 @@ from crfhead.heads.fit import CountingFit, Fit, GradientFit
 from crfhead.numerics import is_tracing
 from crfhead.schemes import allowed_transitions, canonical_scheme
 
-__all__ = ["DECODERS", "REDUCTIONS", "ChainHead", "CountingHead", "reduce_loss"]
+__all__ = ["DECODERS", "REDUCTIONS", "ChainHead", "CountingHead", "path_labels", "reduce_loss"]
 
 REDUCTIONS = ("none", "sum", "mean", "token_mean")
 DECODERS = ("viterbi", "posterior", "posterior_valid")
 """``viterbi``: the best path (Theorem 4a); ``posterior``: each position's most probable tag (Theorem
 4b); ``posterior_valid``: the path of most expected correct tags among those the scheme allows."""
+
+
+def path_labels(paths: Tensor, mask: Tensor, labels: Sequence[str]) -> list[list[str]]:
+    """Decoded ``paths`` ``(B, T)`` as label strings, masked positions (``-1``) dropped.
+
+    Raises:
+        ValueError: a row with an unmasked ``-1``: no allowed tag path (every path goes through a
+            forbidden score).
+    """
+    lost = ((paths < 0) & mask.to(paths.device)).any(1)
+    if bool(lost.any()):
+        rows = lost.nonzero()[:, 0].tolist()
+        raise ValueError(
+            f"sequence(s) {rows[:10]} have no allowed tag path: every path goes through a "
+            "forbidden (-inf) score"
+        )
+    return [[labels[i] for i in row if i >= 0] for row in paths.tolist()]
 
 
 def reduce_loss(losses: Tensor, mask: Tensor, reduction: str) -> Tensor:
@@ -344,9 +361,14 @@ class ChainHead(nn.Module):
 
     def predict(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Tag ids by the head's ``decoder``, ``(B, T)`` int64, ``-1`` where masked."""
+        return self.predict_from(self.potentials(emissions, mask))
+
+    def predict_from(self, pot: ChainPotentials) -> Tensor:
+        """:meth:`predict` on potentials already built (by :meth:`potentials`): ``(B, T)``, ``-1`` where masked."""
         if self.decoder == "viterbi":
-            return self.decode(emissions, mask)
-        return self.posterior_decode(emissions, mask, valid_only=self.decoder == "posterior_valid")
+            with torch.no_grad():  # paths carry no gradient: skip the differentiable path score
+                return engine.viterbi(pot)[1]
+        return engine.posterior_decode(pot, valid_only=self.decoder == "posterior_valid")
 
     def decode_labels(self, emissions: Tensor, mask: Tensor | None = None) -> list[list[str]]:
         """Decoded paths (by ``decoder``) as label strings, masked positions dropped; needs ``labels``."""
@@ -354,16 +376,8 @@ class ChainHead(nn.Module):
             raise ValueError(
                 f"decode_labels needs the {type(self).__name__} to be built with labels=[...]"
             )
-        paths = self.predict(emissions, mask)
-        on = torch.ones_like(paths, dtype=torch.bool) if mask is None else mask.to(paths.device)
-        lost = ((paths < 0) & on).any(1)  # a row with no allowed path decodes to no tags at all
-        if bool(lost.any()):
-            rows = lost.nonzero()[:, 0].tolist()
-            raise ValueError(
-                f"sequence(s) {rows[:10]} have no allowed tag path: every path goes through a "
-                "forbidden (-inf) score"
-            )
-        return [[self.labels[i] for i in row if i >= 0] for row in paths.tolist()]
+        pot = self.potentials(emissions, mask)
+        return path_labels(self.predict_from(pot), pot.mask, self.labels)
 
 
 class CountingHead(ChainHead):

@@ -268,7 +268,7 @@ class TextTagger:
         batch = self.collate(sentences)
         emissions = self.model(batch)
         pot = head.potentials(emissions, batch.mask.to(emissions.device))
-        tags = self._decode(pot, batch)
+        tags = self.model.labels_from(pot, batch)
         spans: list[list[Span]] = [tags_to_spans(row, scheme) if scheme else [] for row in tags]
         probs: list[list[float]] | None = None
         if head.calibrated and scheme is not None:
@@ -281,33 +281,6 @@ class TextTagger:
             ents = entities_of(text, toks, spans[j], None if probs is None else probs[j])
             out.append(Tagged(text, toks, tags[j], ents))
         return pot, out
-
-    def _decode(self, pot: ChainPotentials, batch: Batch) -> list[list[str]]:
-        """:meth:`Tagger.decode_labels <crfhead.model.tagger.Tagger.decode_labels>` on potentials built once.
-
-        The group decoder's labelling, or the path of the head's ``decoder`` (Viterbi, or
-        posterior-marginal decoding), as strings.
-
-        Raises:
-            ValueError: a sentence with no allowed tag path (the head's message).
-        """
-        labels = self.labels
-        if self.model.decoder is not None:
-            tags = self.model.decoder.decode(pot, batch)
-            return [[labels[k] for k in row if k >= 0] for row in tags.tolist()]
-        decoder = self.model.head.decoder
-        if decoder == "viterbi":
-            paths = engine.viterbi(pot)[1]
-        else:
-            paths = engine.posterior_decode(pot, valid_only=decoder == "posterior_valid")
-        lost = ((paths < 0) & pot.mask.to(paths.device)).any(1)
-        if bool(lost.any()):
-            rows = lost.nonzero()[:, 0].tolist()
-            raise ValueError(
-                f"sequence(s) {rows[:10]} have no allowed tag path: every path goes through a "
-                "forbidden (-inf) score"
-            )
-        return [[labels[i] for i in row if i >= 0] for row in paths.tolist()]
 
     # ------------------------------------------------------------------------------ saving
     def save(self, folder: str | Path, *, overwrite: bool = False) -> Path:

@@ -18,7 +18,8 @@ from torch import Tensor, nn
 from crfhead.data.batching import Batch
 from crfhead.data.sentence import LabelVocab
 from crfhead.data.vocab import Vocab
-from crfhead.heads.base import ChainHead, reduce_loss
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.heads.base import ChainHead, path_labels, reduce_loss
 from crfhead.heads.fit import Fit
 from crfhead.model.build import (
     DEFAULT_ENCODER,
@@ -127,10 +128,19 @@ class Tagger(nn.Module):
 
     def decode_labels(self, emissions: Tensor, batch: Batch) -> list[list[str]]:
         """The group decoder's labelling, or the head's, as strings, one list per sentence."""
-        mask = batch.mask.to(emissions.device)
+        return self.labels_from(
+            self.head.potentials(emissions, batch.mask.to(emissions.device)), batch
+        )
+
+    def labels_from(self, pot: ChainPotentials, batch: Batch) -> list[list[str]]:
+        """:meth:`decode_labels` on the head's potentials already built for ``batch``.
+
+        Raises:
+            ValueError: a sentence with no allowed tag path (the head's message).
+        """
         if self.decoder is None:
-            return self.head.decode_labels(emissions, mask)
-        tags = self.decoder.decode(self.head.potentials(emissions, mask), batch)
+            return path_labels(self.head.predict_from(pot), pot.mask, self.labels.labels)
+        tags = self.decoder.decode(pot, batch)
         return [[self.labels.labels[k] for k in row if k >= 0] for row in tags.tolist()]
 
     def predict(self, batch: Batch) -> list[list[str]]:

@@ -143,9 +143,16 @@ CASES = {
     ),
 }
 # Engine-level methods (ChainPotentials in or out): refused with batch_first=False.
-REFUSED = {"potentials", "gold_score", "check_gold"}
+REFUSED = {"potentials", "predict_from", "gold_score", "check_gold"}
 # Methods that take or give no (B, T) layout.
-LAYOUT_FREE = {"emissions_from_batch", "emissions_for", "reads", "fitting", "reset_parameters", "extra_repr"}
+LAYOUT_FREE = {
+    "emissions_from_batch",
+    "emissions_for",
+    "reads",
+    "fitting",
+    "reset_parameters",
+    "extra_repr",
+}
 
 
 def _public_methods() -> set[str]:

@@ -8,8 +8,8 @@ import torch
 import crfhead.heads as heads
 from crfhead.data.sentence import LabelVocab
 from crfhead.heads.base import ChainHead, CountingHead
-from crfhead.model.build import build_head
 from crfhead.heads.fit import CostAugmentedFit, CountingFit, GradientFit
+from crfhead.model.build import build_head
 from crfhead.model.tagger import Tagger
 
 LABELS = LabelVocab.from_types(["PER"], "BIO")
@@ -80,7 +80,9 @@ def test_only_a_cost_augmented_fit_gives_augmented_potentials() -> None:
     em = torch.randn(2, 4, 3, dtype=torch.float64)
     tags = torch.randint(0, 3, (2, 4))
     crf, perceptron = heads.CRF(3), heads.StructuredPerceptron(3, cost=1.0)
-    with pytest.raises(TypeError, match="needs the crfhead.heads.StructuredPerceptron head, got CRF"):
+    with pytest.raises(
+        TypeError, match=r"needs the crfhead\.heads\.StructuredPerceptron head, got CRF"
+    ):
         crf.fitting(crf).cost_augmented(crf.potentials(em), tags)
     pot = perceptron.potentials(em)
     got = perceptron.fitting(perceptron).cost_augmented(pot, tags).emissions

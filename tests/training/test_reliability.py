@@ -15,8 +15,8 @@ import pytest
 import torch
 from test_training import _args
 
-from crfhead.training.callbacks import AtomicCheckpointIO
 from crfhead.model.checkpoints import read_checkpoint
+from crfhead.training.callbacks import AtomicCheckpointIO
 from crfhead.training.cli import SIGTERM_EXIT
 from crfhead.training.loggers import CSVLogger
 from train import main
