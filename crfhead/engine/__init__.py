@@ -1,24 +1,30 @@
 """The linear-chain engine: one dynamic program, any semiring, three backends, behind these functions.
 
-Theorem 1 of the seed ``000_7c5bc3c5795a6d4c.txt`` (the chain distributive law) gives every quantity
-from one forward and one backward recursion; only ⊕ changes (:mod:`~crfhead.engine.semiring`). The
-functions here take :class:`~crfhead.engine.potentials.ChainPotentials` (built and validated by
-:func:`~crfhead.engine.potentials.make_potentials`) and return tensors; they choose a backend
-(:mod:`~crfhead.engine.backends`) and run with autocast off, so recursions are in float32 (float64
-when given float64).
+The chain distributive law (the generalised distributive law of Aji and McEliece, 2000, on a chain:
+every marginal and max-marginal from one forward and one backward recursion) gives every quantity;
+only ⊕ changes
+(:mod:`~crfhead.engine.semiring`). The functions here take
+:class:`~crfhead.engine.potentials.ChainPotentials` (built and validated by
+:func:`~crfhead.engine.potentials.make_potentials`) and return tensors; each is one line of the op
+table (:mod:`~crfhead.engine.table`), whose :func:`run` chooses the backend
+(:mod:`~crfhead.engine.backends`), falls back to the portable scan for an op the backend does not
+fuse and differentiates by the op's rule. They run with autocast off, so recursions are in float32
+(float64 when given float64).
 
 * ``log_partition``, ``nll``, ``score``: ``log Z``, the CRF loss and the score of given paths; the
   first two through the one autograd function, whose gradient is the marginals (minus the gold counts);
 * ``marginals``, ``edge_marginals``, ``max_marginals``, ``entropy``;
-* ``viterbi``, ``topk``, ``posterior_decode`` (minimum-Bayes-risk, Theorem 4), ``sample``.
+* ``viterbi``, ``topk``, ``posterior_decode`` (minimum-Bayes-risk: the Bayes decision for the
+  Hamming loss), ``sample``.
 
-Every function takes ``backend=``; each runs as one fused call (or two) on the ``cpu`` backend, and
-the portable scan runs where a result must carry autograd history that the fused call does not give
-(the marginals, edge marginals, max-marginals and entropy of potentials that require gradients).
+Every function takes ``backend=``; each runs as one fused call (or two) on the ``cpu`` backend; the
+marginals, edge marginals, max-marginals and entropy of potentials that require gradients keep the
+fused value and get their gradient from the portable op.
 
-Layers below, imported one way: :mod:`~crfhead.engine.backends` (select, autograd, portable, cpu,
-triton) → :mod:`~crfhead.engine.decode` → :mod:`~crfhead.engine.scan` →
-:mod:`~crfhead.engine.semiring`, :mod:`~crfhead.engine.potentials` → :mod:`crfhead.numerics`.
+Layers below, imported one way: :mod:`~crfhead.engine.table` → :mod:`~crfhead.engine.backends`
+(select, autograd, portable, cpu, triton) → :mod:`~crfhead.engine.decode` →
+:mod:`~crfhead.engine.scan` → :mod:`~crfhead.engine.semiring`, :mod:`~crfhead.engine.potentials` →
+:mod:`crfhead.numerics`.
 """
 
 from __future__ import annotations
@@ -31,13 +37,12 @@ import torch
 from torch import Tensor
 
 from crfhead.engine import decode, scan
-from crfhead.engine.backends import autograd
-from crfhead.engine.backends.autograd import Kernel
-from crfhead.engine.backends.select import kernel, resolve
 from crfhead.engine.potentials import ChainPotentials, check_tag_range, constrain, make_potentials
-from crfhead.numerics import is_tracing, no_autocast
+from crfhead.engine.table import OPS, run
+from crfhead.numerics import no_autocast
 
 __all__ = [
+    "OPS",
     "ChainPotentials",
     "check_tag_range",
     "constrain",
@@ -49,6 +54,7 @@ __all__ = [
     "max_marginals",
     "nll",
     "posterior_decode",
+    "run",
     "sample",
     "score",
     "topk",
@@ -64,12 +70,12 @@ def _autocast_off(
 ) -> Callable[Concatenate[ChainPotentials, P], R]:
     """Run ``fn(pot, ...)`` with autocast off on the potentials' device."""
 
-    def run(pot: ChainPotentials, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapped(pot: ChainPotentials, /, *args: P.args, **kwargs: P.kwargs) -> R:
         with no_autocast(pot.emissions.device):
             return fn(pot, *args, **kwargs)
 
-    functools.update_wrapper(run, fn)
-    return run
+    functools.update_wrapper(wrapped, fn)
+    return wrapped
 
 
 @_autocast_off
@@ -83,7 +89,8 @@ def log_partition(pot: ChainPotentials, backend: str | None = None) -> Tensor:
         backend: ``"portable"``, ``"cpu"``, ``"triton"`` or ``"auto"`` (default: see
             :mod:`crfhead.engine.backends.select`).
     """
-    return autograd.log_partition(kernel(resolve(pot.emissions.device, backend)), pot)
+    out: Tensor = run("log_partition", pot, backend=backend)
+    return out
 
 
 def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
@@ -111,27 +118,8 @@ def nll(pot: ChainPotentials, tags: Tensor, backend: str | None = None) -> tuple
     Raises:
         ValueError: an unmasked tag outside ``[0, K)``.
     """
-    return autograd.nll(kernel(resolve(pot.emissions.device, backend)), pot, tags)
-
-
-def _untraced(pot: ChainPotentials, backend: str | None) -> Kernel:
-    """The kernel for an op the fused backends run outside tracing only (no custom op for it)."""
-    name = resolve(pot.emissions.device, backend)
-    return kernel("portable" if is_tracing() else name)
-
-
-def _differentiable(
-    pot: ChainPotentials, k: Kernel, op: Callable[[Kernel, ChainPotentials], Tensor]
-) -> Tensor:
-    """``op(k, pot)``, differentiable whatever the kernel.
-
-    Where the potentials require gradients and ``k`` is fused, the gradient is the portable op's
-    (:func:`~crfhead.engine.backends.autograd.recomputed`).
-    """
-    portable = kernel("portable")
-    if k is portable or not pot.differentiable:
-        return op(k, pot)
-    return autograd.recomputed(functools.partial(op, k), functools.partial(op, portable), pot)
+    out: tuple[Tensor, Tensor] = run("nll", pot, tags, backend=backend)
+    return out
 
 
 @_autocast_off
@@ -143,10 +131,8 @@ def marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     portable recursions. Differentiable: with potentials that require gradients the fused value's
     backward recomputes the portable recursions under autograd.
     """
-    name = resolve(pot.emissions.device, backend)
-    if name == "portable" or (is_tracing() and pot.differentiable):
-        return scan.marginals(pot)
-    return _differentiable(pot, kernel(name), lambda k, p: k.marginals(p))
+    out: Tensor = run("marginals", pot, backend=backend)
+    return out
 
 
 @_autocast_off
@@ -157,31 +143,20 @@ def edge_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     ``t`` is masked or has no unmasked predecessor. One fused call on the ``cpu`` backend;
     differentiable as :func:`marginals` is.
     """
-    return _differentiable(pot, _untraced(pot, backend), lambda k, p: k.edge_marginals(p))
-
-
-def _max_marginals(k: Kernel, pot: ChainPotentials) -> Tensor:
-    both, best = k.max_sums(pot)
-    log_z = k.forward_backward(pot, marginals=False).value
-    with k.glue(pot):
-        return scan.max_marginals_from(pot, both, best, log_z)
+    out: Tensor = run("edge_marginals", pot, backend=backend)
+    return out
 
 
 @_autocast_off
 def max_marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """Max-marginals ``mu_t(k) = max_{z: z_t = k} p(z | x)``, ``(B, T, K)``; 0 at masked positions.
 
-    Theorem 1 (b) in the max semiring, divided by ``Z``: equal to ``p(viterbi path)`` along that path.
+    The max-product ``alpha_t + beta_t`` (the chain distributive law in the max semiring) over ``Z``: equal to ``p(viterbi path)`` along that path.
     Fused on the ``cpu`` backend (max-sums and ``log Z``, two calls); differentiable as
     :func:`marginals` is.
     """
-    return _differentiable(pot, _untraced(pot, backend), _max_marginals)
-
-
-def _entropy(k: Kernel, pot: ChainPotentials) -> Tensor:
-    parts = k.forward_backward(pot, marginals=True, edges=True)
-    with k.glue(pot):
-        return scan.entropy_from(pot, parts)
+    out: Tensor = run("max_marginals", pot, backend=backend)
+    return out
 
 
 @_autocast_off
@@ -191,7 +166,8 @@ def entropy(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     One fused forward-backward on the ``cpu`` and ``triton`` backends; differentiable as
     :func:`marginals` is.
     """
-    return _differentiable(pot, _untraced(pot, backend), _entropy)
+    out: Tensor = run("entropy", pot, backend=backend)
+    return out
 
 
 @_autocast_off
@@ -207,14 +183,8 @@ def viterbi(pot: ChainPotentials, backend: str | None = None) -> tuple[Tensor, T
         the path) and ``(B, T)`` int64 tags, ``-1`` at masked positions. A row none of whose paths is
         allowed (every one uses a ``-inf`` score) has score ``-inf`` and path all ``-1``.
     """
-    name = resolve(pot.emissions.device, backend)
-    if name == "portable":
-        return decode.viterbi(pot)
-    scores, paths = kernel(name).viterbi(pot)
-    if pot.differentiable:
-        found = scores > float("-inf")
-        scores = torch.where(found, scan.score(pot, paths.clamp(min=0)), scores)
-    return scores, paths
+    out: tuple[Tensor, Tensor] = run("viterbi", pot, backend=backend)
+    return out
 
 
 @_autocast_off
@@ -232,28 +202,8 @@ def topk(pot: ChainPotentials, k: int, backend: str | None = None) -> tuple[Tens
     """
     if k < 1:
         raise ValueError(f"k-best needs k >= 1, got k={k}")
-    name = resolve(pot.emissions.device, backend)
-    if name == "portable" or is_tracing():
-        return decode.topk(pot, k)
-    fused = kernel(name)
-    scores, paths = fused.topk(pot, k)
-    if pot.differentiable:
-        with fused.glue(pot):
-            scores = torch.where(scores > float("-inf"), _path_scores(pot, paths), scores)
-    return scores, paths
-
-
-def _path_scores(pot: ChainPotentials, paths: Tensor) -> Tensor:
-    """Scores ``(B, R)`` of ``R`` paths per chain ``(B, R, T)`` (differentiable; ``-1`` entries read as 0)."""
-    B, R, T = paths.shape
-    spread = ChainPotentials(
-        pot.emissions.repeat_interleave(R, 0),
-        pot.transitions.repeat_interleave(R, 0) if pot.per_position else pot.transitions,
-        pot.start,
-        pot.end,
-        pot.mask.repeat_interleave(R, 0),
-    )
-    return scan.score(spread, paths.clamp(min=0).reshape(B * R, T)).reshape(B, R)
+    out: tuple[Tensor, Tensor] = run("topk", pot, k, backend=backend)
+    return out
 
 
 @_autocast_off
@@ -301,5 +251,5 @@ def sample(
     """
     if num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
-    with torch.no_grad():
-        return _untraced(pot, backend).sample(pot, num_samples, generator)
+    out: Tensor = run("sample", pot, num_samples, generator, backend=backend)
+    return out

@@ -22,7 +22,11 @@ from torch import Tensor
 from crfhead.checks import check_tag_range, refuse_non_finite
 from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing
 
-__all__ = ["ChainPotentials", "check_tag_range", "constrain", "make_potentials"]
+__all__ = ["Chain", "ChainPotentials", "check_tag_range", "constrain", "make_potentials"]
+
+Chain = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+"""``(emissions, transitions, start, end, mask)``: the potentials as the fused kernels, the custom ops and
+the autograd functions take them (:attr:`ChainPotentials.chain`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +52,11 @@ class ChainPotentials:
         """``(B, T, K)``."""
         B, T, K = self.emissions.shape
         return B, T, K
+
+    @property
+    def chain(self) -> Chain:
+        """The five tensors, as the fused kernels take them (no copy)."""
+        return self.emissions, self.transitions, self.start, self.end, self.mask
 
     @property
     def per_position(self) -> bool:

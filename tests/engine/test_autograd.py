@@ -1,8 +1,8 @@
-"""The engine's one autograd function and the Kernel contract: gold counts, the composed loss, every backend.
+"""The ``fused`` gradient rule: gold counts, the composed loss, the autograd function on every backend.
 
 Oracles: the gold path's counts are the autograd gradient of its score; the composed loss and its
 gradient's parts are ``log Z - score`` and its autograd gradient; every backend's ``ChainFunction``
-gradient equals the portable one, in float64 (``gradcheck`` and ``gradgradcheck`` for each).
+passes ``gradcheck`` and ``gradgradcheck`` in float64.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import torch
 from helpers import Chain, chains, random_chain
 from hypothesis import given
 
-from crfhead.engine import make_potentials, scan
-from crfhead.engine.backends import available, kernel
-from crfhead.engine.backends.autograd import ChainFunction, compose_nll, gold_counts
+from crfhead.engine import make_potentials, nll, scan
+from crfhead.engine.backends import available, portable
+from crfhead.engine.backends.autograd import gold_counts
 from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.table import run
 
 BACKENDS = [b for b in ("portable", "cpu") if available(b)[0]]
 
@@ -61,9 +62,7 @@ def test_composed_nll_is_log_z_minus_score_with_its_gradient(c: Chain) -> None:
     want = scan.log_partition(pot) - scan.score(pot, tags)
     want_grads = torch.autograd.grad(want.sum(), leaves, allow_unused=True)
     with torch.no_grad():
-        m, gold = compose_nll(
-            kernel("portable").forward_backward, pot, tags, grads=True, edges=True
-        )
+        m, gold = portable.nll(pot, tags, grads=True, edges=True)
     assert torch.allclose(m.value, want.detach())
     assert torch.allclose(gold, scan.score(pot, tags).detach())
     got = scan.scale_grads(torch.ones_like(m.value), m, pot.per_position)
@@ -72,12 +71,12 @@ def test_composed_nll_is_log_z_minus_score_with_its_gradient(c: Chain) -> None:
         assert torch.allclose(g, torch.zeros_like(g) if w is None else w, atol=1e-10)
 
 
-def test_composed_nll_refuses_an_out_of_range_tag_naming_it() -> None:
+def test_the_portable_loss_refuses_an_out_of_range_tag_naming_it() -> None:
     c = random_chain(0, 2, 4, 3, holes=False)
     tags = torch.zeros(2, 4, dtype=torch.long)
     tags[1, 2] = 3
     with pytest.raises(ValueError, match=r"tag 3 at unmasked position \(batch 1, time 2\)"):
-        compose_nll(kernel("portable").forward_backward, _pot(c), tags, grads=False, edges=False)
+        nll(_pot(c), tags, backend="portable")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -87,14 +86,16 @@ def test_chain_function_gradcheck_and_gradgradcheck_for_every_backend(
     backend: str, per_position: bool, with_tags: bool
 ) -> None:
     c = random_chain(3, 3, 5, 3, per_position=per_position)
-    tags = _tags(c, 2) if with_tags else None
-    k = kernel(backend)
+    tags = torch.where(c.mask, _tags(c, 2), 0) if with_tags else None
 
     def f(em: torch.Tensor, tr: torch.Tensor, st: torch.Tensor, en: torch.Tensor) -> torch.Tensor:
-        out: tuple[torch.Tensor, torch.Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
-            k, em, tr, st, en, c.mask, tags
-        )
-        return out[0]
+        pot = ChainPotentials(em, tr, st, en, c.mask)
+        if tags is None:
+            value: torch.Tensor = run("log_partition", pot, backend=backend)
+        else:
+            value = run("nll", pot, tags, backend=backend)[0]
+        assert type(value.grad_fn).__name__ == "ChainFunctionBackward"
+        return value
 
     inputs = tuple(
         x.clone().requires_grad_(True) for x in (c.emissions, c.transitions, c.start, c.end)

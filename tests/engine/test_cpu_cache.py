@@ -71,21 +71,21 @@ DAMAGES = ["truncate", "flip", "no_record"]
 
 
 def test_a_healthy_cached_library_passes_the_check(built: tuple[Path, str]) -> None:
-    from crfhead.engine.backends import cpu
+    from crfhead.engine.backends.cpu import native
 
     (lib,) = built[0].glob("chain_cpu_*.so")
-    assert cpu._cached(lib)
+    assert native.cached(lib)
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_every_damage_is_detected_before_loading(
     tmp_path: Path, built: tuple[Path, str], damage: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from crfhead.engine.backends import cpu
+    from crfhead.engine.backends.cpu import native
 
     lib, _ = _damaged_copy(built, tmp_path, damage)
-    with caplog.at_level(logging.WARNING, logger=cpu.__name__):
-        assert not cpu._cached(lib)
+    with caplog.at_level(logging.WARNING, logger=native.__name__):
+        assert not native.cached(lib)
     assert (
         f"{lib} does not match {lib.name}.sha256 (truncated or corrupt); rebuilding" in caplog.text
     )

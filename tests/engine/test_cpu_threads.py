@@ -169,9 +169,9 @@ class TestSerialTorch:
         pot = make_potentials(*c.args())
         tags = torch.zeros(4, 6, dtype=torch.long)
         for run in (
-            lambda: cpu.nll(pot, tags, grads=True, edges=True),
-            lambda: cpu.forward_backward(pot),
-            lambda: cpu.viterbi(pot),
+            lambda: cpu.FUSED["nll"](pot.chain, tags, grads=True, edges=True),
+            lambda: cpu.FUSED["log_partition"](pot.chain, grads=True, edges=False),
+            lambda: cpu.FUSED["viterbi"](pot.chain),
         ):
             run()
             assert torch.get_num_threads() == 2
@@ -181,7 +181,7 @@ class TestSerialTorch:
         pot = make_potentials(*c.args())
         tags = torch.full((4, 6), 7, dtype=torch.long)  # out of range: the kernel refuses
         with pytest.raises(ValueError, match="out of range"):
-            cpu.nll(pot, tags)
+            cpu.FUSED["nll"](pot.chain, tags, grads=False, edges=False)
         assert torch.get_num_threads() == 2
 
     def test_the_section_is_serial_and_only_on_the_calling_thread(self) -> None:

@@ -7,14 +7,16 @@ The ops: ``log Z``, the loss, marginals, edge and max-marginals, entropy, Viterb
   the others are tested against).
 * ``cpu`` (:mod:`~crfhead.engine.backends.cpu`): a fused native kernel, every op in one call (or
   two), the batch split over threads; compiled from ``csrc/chain_cpu.cpp`` with the system C++
-  compiler on first use and cached.
+  compiler on first use and cached; its custom ops (:mod:`~crfhead.engine.backends.ops`) while
+  ``torch.compile``/``torch.export`` trace.
 * ``triton`` (:mod:`~crfhead.engine.backends.triton`): fused GPU kernels, one launch per operation, a
   program per sequence looping over time; CUDA tensors (and CPU ones under ``TRITON_INTERPRET=1``);
   k-best, samples, max-marginals and per-edge marginals are the portable scans there.
 
-Each is a :class:`~crfhead.engine.backends.autograd.Kernel` behind the one autograd function
+Each fused backend registers the ops of the op table (:mod:`crfhead.engine.table`) it fuses, by name;
+the table falls back to the portable scan for the others and differentiates by each op's rule
 (:mod:`~crfhead.engine.backends.autograd`); :mod:`~crfhead.engine.backends.select` chooses. Backends
-import the scan, never the dispatcher (:mod:`crfhead.engine`).
+import the scan, never the table or the dispatcher (:mod:`crfhead.engine`).
 """
 
 from crfhead.engine.backends.select import BACKENDS, available, kernel, resolve, use_backend

@@ -1,108 +1,52 @@
-"""The engine's one autograd function: ``log Z`` or the CRF loss, its gradient computed with the forward.
+"""The gradient rules of the op table (:mod:`crfhead.engine.table`), each written once.
 
-Every backend is a :class:`Kernel`: its ``forward_backward`` returns ``log Z`` with the parts of its
-gradient (:class:`~crfhead.engine.scan.Moments`: node, edge, first and last marginals), its ``nll`` the
-loss ``log Z - score(tags)`` with the marginals minus the gold path's counts, and its ``scale_grads``
-multiplies those parts by the upstream gradient. :class:`ChainFunction` wraps any kernel: the forward
-is one kernel call, the backward one more (a scaling), so a fused backend never re-runs the chain.
-Double backward (Hessian-vector products) recomputes the forward-backward with the portable scan's
-differentiable operations, for every backend alike.
+* ``fused`` (:class:`ChainFunction`): ``log Z`` or the CRF loss by a kernel that returns the value
+  with the parts of its gradient (:class:`~crfhead.engine.scan.Moments`: node, edge, first and last
+  marginals, minus the gold counts for the loss); the backward scales them by the upstream gradient
+  (:func:`chain_backward`), so a fused backend never re-runs the chain. Double backward (Hessian-vector
+  products) recomputes the forward-backward with the portable scan's differentiable operations, for
+  every backend alike. The custom ops (:mod:`~crfhead.engine.backends.ops`) register the same
+  :func:`chain_backward`.
+* ``recompute`` (:class:`Recomputed`): a fused value whose gradient is the portable op's,
+  recomputed under autograd only if a backward runs.
 
-:func:`compose_nll` builds a kernel's ``nll`` from its ``forward_backward`` and the gold path's counts,
-for backends (portable, triton) without a fused loss.
+:func:`compose_nll` builds a loss's parts from a forward-backward and the gold path's counts, for
+backends (portable, triton) without a fused loss.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from crfhead.engine import scan
-from crfhead.engine.potentials import ChainPotentials, check_tag_range
+from crfhead.engine.potentials import Chain, ChainPotentials
 from crfhead.engine.scan import Moments, double_backward
-from crfhead.numerics import is_tracing
 
 __all__ = [
     "ChainFunction",
-    "Kernel",
+    "Grads",
+    "Parts",
     "Recomputed",
+    "Scale",
+    "chain_backward",
     "compose_nll",
     "double_backward",
+    "fused",
     "gold_counts",
-    "log_partition",
-    "nll",
     "recomputed",
 ]
 
 Grads = tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]
-
-
-class Kernel(Protocol):
-    """What a backend module provides (:mod:`~crfhead.engine.backends.portable`, ``cpu``, ``triton``)."""
-
-    def forward_backward(
-        self, pot: ChainPotentials, *, marginals: bool = True, edges: bool = False
-    ) -> Moments:
-        """``log Z`` ``(B,)`` and, if asked, its gradient's parts; no autograd history."""
-        ...
-
-    def nll(
-        self, pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool
-    ) -> tuple[Moments, Tensor]:
-        """The loss ``log Z - score(tags)`` with its gradient's parts, and the gold score ``(B,)``.
-
-        Raises:
-            ValueError: an unmasked tag outside ``[0, K)``.
-        """
-        ...
-
-    def scale_grads(
-        self, grad: Tensor, m: Moments, per_position: bool, need: tuple[bool, ...]
-    ) -> Grads:
-        """Gradients to (emissions, transitions, start, end) of ``sum_b grad[b] * m.value[b]``.
-
-        ``need`` says which of the four are wanted; the others may be ``None``.
-        """
-        ...
-
-    def marginals(self, pot: ChainPotentials) -> Tensor:
-        """Node marginals ``(B, T, K)``; no autograd history."""
-        ...
-
-    def viterbi(self, pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-        """Best scores ``(B,)`` and paths ``(B, T)`` (``-1`` where masked); ties to the lowest tag."""
-        ...
-
-    def glue(self, pot: ChainPotentials) -> contextlib.AbstractContextManager[None]:
-        """The context for the torch operations that combine this kernel's results on ``pot``.
-
-        The cpu kernel keeps them on one thread where its own call does (see ``serial_torch``).
-        """
-        ...
-
-    def edge_marginals(self, pot: ChainPotentials) -> Tensor:
-        """Edge marginals ``(B, T-1, K, K)``, entry ``t-1`` the edge entering ``t``; no autograd history."""
-        ...
-
-    def max_sums(self, pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-        """The best score through each ``(t, k)`` ``(B, T, K)`` and the best score ``(B,)``.
-
-        The first may be shifted per ``(b, t)``.
-        """
-        ...
-
-    def topk(self, pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
-        """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)``, missing ones ``-inf``, ``-1``."""
-        ...
-
-    def sample(
-        self, pot: ChainPotentials, num_samples: int, generator: torch.Generator | None
-    ) -> Tensor:
-        """``(S, B, T)`` exact samples of ``p(z | x)``, ``-1`` at masked positions."""
-        ...
+Parts = Callable[..., tuple[Moments, Tensor]]
+"""A ``fused`` kernel: ``(chain, *args, grads=, edges=) -> (Moments, second output)``; with
+``grads`` the moments hold the gradient's parts (the transitions' part only with ``edges``)."""
+Scale = Callable[[Tensor, Moments, bool, tuple[bool, ...]], Grads]
+"""``scale(grad, parts, per_position, need)``: the gradients to (emissions, transitions, start,
+end) of ``sum_b grad[b] * value[b]`` (:func:`~crfhead.engine.scan.scale_grads`, or a kernel's)."""
 
 
 def gold_counts(pot: ChainPotentials, tags: Tensor, edges: bool) -> Moments:
@@ -133,19 +77,14 @@ def gold_counts(pot: ChainPotentials, tags: Tensor, edges: bool) -> Moments:
 
 
 def compose_nll(
-    forward_backward: Any, pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool
+    m: Moments, pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool
 ) -> tuple[Moments, Tensor]:
-    """A kernel's ``nll`` from its ``forward_backward``: ``(loss moments, gold score (B,))``.
+    """The loss's parts from a forward-backward ``m`` of ``pot``: ``(loss moments, gold score (B,))``.
 
-    The loss is ``log Z - score(tags)`` (``+inf`` for a forbidden gold path), its gradient's parts the
-    marginals minus :func:`gold_counts`.
-
-    Raises:
-        ValueError: an unmasked tag outside ``[0, K)`` (not checked while tracing).
+    ``m`` holds ``log Z`` and, with ``grads``, its gradient's parts (the edges' with ``edges``). The
+    loss is ``log Z - score(tags)`` (``+inf`` for a forbidden gold path), its gradient's parts the
+    marginals minus :func:`gold_counts`. The tags' range is the caller's to check.
     """
-    if not is_tracing():
-        check_tag_range(tags, pot.mask, pot.shape[2])
-    m: Moments = forward_backward(pot, marginals=grads, edges=grads and edges)
     gold = gold_counts(pot, tags, grads and edges)
     # A forbidden gold path (score -inf) has an infinite loss, also where log Z is -inf too.
     value = torch.where(gold.value == float("-inf"), float("inf"), m.value - gold.value)
@@ -165,17 +104,47 @@ def compose_nll(
     return loss, gold.value
 
 
+def chain_backward(
+    saved: tuple[Tensor | None, ...],
+    grad: Tensor,
+    need: tuple[bool, ...],
+    per_position: bool,
+    *,
+    recompute: bool,
+    scale: Scale,
+) -> Grads:
+    """The ``fused`` rule's backward: gradients to (emissions, transitions, start, end), ``None`` if unneeded.
+
+    ``saved`` is ``(emissions, transitions, start, end, mask, tags, node, edge, first, last)`` (``tags``
+    ``None`` for ``log Z``; parts not computed ``None``), ``need`` the four inputs' ``needs_input_grad``.
+    With ``recompute`` (a graph of the gradient is wanted: double backward) the portable scan
+    recomputes the gradient differentiably; otherwise ``scale`` multiplies the saved parts by ``grad``.
+    """
+    em, tr, st, en, mask, tags, node, edge, first, last = saved
+    assert em is not None and tr is not None and st is not None and en is not None
+    assert mask is not None
+    need_edges = bool(need[1])
+    if recompute:
+        g = double_backward(ChainPotentials(em, tr, st, en, mask), tags, grad, need_edges)
+    else:
+        m = Moments(grad, node, edge if need_edges else None, first, last)
+        g = scale(grad, m, per_position, need)
+    d_em, d_tr, d_st, d_en = (x if n else None for x, n in zip(g, need, strict=True))
+    return d_em, d_tr, d_st, d_en
+
+
 class ChainFunction(torch.autograd.Function):
-    """``log Z`` (``tags`` is ``None``) or ``(log Z - score(tags), score(tags))`` by one kernel call.
+    """The ``fused`` rule: ``(value, second)`` by one :data:`Parts` call; the value is differentiable.
 
     The forward computes the gradient's parts too; the backward scales them by the incoming gradient
-    (one more kernel call). The gold score is not differentiable.
+    (one more kernel call, ``scale``). The second output (the gold score) is not differentiable.
     """
 
     @staticmethod
     def forward(
         ctx: Any,
-        kernel: Kernel,
+        parts: Parts,
+        scale: Scale,
         emissions: Tensor,
         transitions: Tensor,
         start: Tensor,
@@ -183,40 +152,42 @@ class ChainFunction(torch.autograd.Function):
         mask: Tensor,
         tags: Tensor | None,
     ) -> tuple[Tensor, Tensor]:
-        """One kernel call: the value and the gold score; the gradient's parts are saved."""
-        pot = ChainPotentials(emissions, transitions, start, end, mask)
+        """One kernel call: the value and the second output; the gradient's parts are saved."""
+        chain = (emissions, transitions, start, end, mask)
         need = ctx.needs_input_grad
-        grads, edges = any(need[1:5]), bool(need[2])
-        if tags is None:
-            m = kernel.forward_backward(pot, marginals=grads, edges=grads and edges)
-            gold = m.value.new_zeros(0)
-        else:
-            m, gold = kernel.nll(pot, tags, grads=grads, edges=edges)
-        ctx.kernel = kernel
-        ctx.per_position = pot.per_position
-        ctx.save_for_backward(
-            emissions, transitions, start, end, mask, tags, m.node, m.edge, m.first, m.last
-        )
-        ctx.mark_non_differentiable(gold)
-        return m.value, gold
+        args = () if tags is None else (tags,)
+        m, second = parts(chain, *args, grads=any(need[2:6]), edges=bool(need[3]))
+        ctx.scale = scale
+        ctx.per_position = transitions.dim() == 4
+        ctx.save_for_backward(*chain, tags, m.node, m.edge, m.first, m.last)
+        ctx.mark_non_differentiable(second)
+        return m.value, second
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor, _gold: Tensor | None) -> tuple[Tensor | None, ...]:
-        """The saved parts scaled by ``grad`` (differentiably, by recomputation, for double backward)."""
-        emissions, transitions, start, end, mask, tags, node, edge, first, last = ctx.saved_tensors
-        need_edges = bool(ctx.needs_input_grad[2])
-        if torch.is_grad_enabled():
-            pot = ChainPotentials(emissions, transitions, start, end, mask)
-            g = double_backward(pot, tags, grad, need_edges)
-        else:
-            m = Moments(grad, node, edge if need_edges else None, first, last)
-            g = ctx.kernel.scale_grads(grad, m, ctx.per_position, ctx.needs_input_grad[1:5])
-        need = ctx.needs_input_grad
-        return (None, *(x if n else None for x, n in zip(g, need[1:5], strict=True)), None, None)
+    def backward(ctx: Any, grad: Tensor, _second: Tensor | None) -> tuple[Tensor | None, ...]:
+        """:func:`chain_backward` (by recomputation when grad mode is on: double backward)."""
+        g = chain_backward(
+            ctx.saved_tensors,
+            grad,
+            ctx.needs_input_grad[2:6],
+            ctx.per_position,
+            recompute=torch.is_grad_enabled(),
+            scale=ctx.scale,
+        )
+        return (None, None, *g, None, None)
+
+
+def fused(parts: Parts, scale: Scale, chain: Chain, *args: Tensor) -> tuple[Tensor, Tensor]:
+    """``parts(chain, *args)``'s value and second output, the value differentiable (:class:`ChainFunction`)."""
+    tags = args[0] if args else None
+    out: tuple[Tensor, Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
+        parts, scale, *chain, tags
+    )
+    return out
 
 
 class Recomputed(torch.autograd.Function):
-    """A fused op's value, differentiated by recomputing the portable op under autograd.
+    """The ``recompute`` rule: a fused op's value, differentiated by recomputing the portable op.
 
     For the results whose gradient is a second derivative of ``log Z`` (the marginals, edge
     marginals, max-marginals, the entropy): the forward is the fused call, and only a backward, if
@@ -227,19 +198,18 @@ class Recomputed(torch.autograd.Function):
     @staticmethod
     def forward(
         ctx: Any,
-        fused: Any,
-        portable: Any,
+        fused: Callable[[Chain], Tensor],
+        portable: Callable[[ChainPotentials], Tensor],
         emissions: Tensor,
         transitions: Tensor,
         start: Tensor,
         end: Tensor,
         mask: Tensor,
     ) -> Tensor:
-        """``fused(potentials)``; the inputs are saved for the backward."""
+        """``fused(chain)``; the inputs are saved for the backward."""
         ctx.portable = portable
         ctx.save_for_backward(emissions, transitions, start, end, mask)
-        out: Tensor = fused(ChainPotentials(emissions, transitions, start, end, mask))
-        return out
+        return fused((emissions, transitions, start, end, mask))
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
@@ -260,56 +230,11 @@ class Recomputed(torch.autograd.Function):
         return (None, None, *(next(grads) if n else None for n in need), None)
 
 
-def recomputed(fused: Any, portable: Any, pot: ChainPotentials) -> Tensor:
-    """``fused(pot)`` with the gradient of ``portable(pot)`` (see :class:`Recomputed`)."""
-    out: Tensor = Recomputed.apply(  # type: ignore[no-untyped-call]
-        fused, portable, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask
-    )
+def recomputed(
+    fused: Callable[[Chain], Tensor],
+    portable: Callable[[ChainPotentials], Tensor],
+    chain: Chain,
+) -> Tensor:
+    """``fused(chain)`` with the gradient of ``portable`` (see :class:`Recomputed`)."""
+    out: Tensor = Recomputed.apply(fused, portable, *chain)  # type: ignore[no-untyped-call]
     return out
-
-
-def _traced_ops(kernel: Kernel) -> bool:
-    """Whether to call the kernel's custom ops (:mod:`~crfhead.engine.backends.ops`): while tracing, cpu only."""
-    return bool(getattr(kernel, "CUSTOM_OPS", False)) and is_tracing()
-
-
-def _chain(pot: ChainPotentials) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    return pot.emissions, pot.transitions, pot.start, pot.end, pot.mask
-
-
-def _wanted(pot: ChainPotentials) -> tuple[bool, bool]:
-    """``(grads, edges)``: whether any part of the gradient is wanted, and the transitions' part."""
-    return True, bool(pot.transitions.requires_grad)
-
-
-def log_partition(kernel: Kernel, pot: ChainPotentials) -> Tensor:
-    """``log Z`` ``(B,)`` by ``kernel``; differentiable (the gradient from the same call)."""
-    if pot.differentiable:
-        if _traced_ops(kernel):
-            from crfhead.engine.backends import ops
-
-            grads, edges = _wanted(pot)
-            log_z: Tensor = ops.forward_backward_op(*_chain(pot), grads, edges)[0]
-            return log_z
-        out: tuple[Tensor, Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
-            kernel, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, None
-        )
-        return out[0]
-    return kernel.forward_backward(pot, marginals=False).value
-
-
-def nll(kernel: Kernel, pot: ChainPotentials, tags: Tensor) -> tuple[Tensor, Tensor]:
-    """``(log Z - score(tags), score(tags))`` ``(B,)`` by ``kernel``; the first differentiable."""
-    if pot.differentiable:
-        if _traced_ops(kernel):
-            from crfhead.engine.backends import ops
-
-            grads, edges = _wanted(pot)
-            loss, gold = ops.nll_op(*_chain(pot), tags, grads, edges)[:2]
-            return loss, gold
-        out: tuple[Tensor, Tensor] = ChainFunction.apply(  # type: ignore[no-untyped-call]
-            kernel, pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, tags
-        )
-        return out
-    m, gold = kernel.nll(pot, tags, grads=False, edges=False)
-    return m.value, gold

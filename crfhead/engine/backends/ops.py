@@ -9,69 +9,60 @@
   paths)``.
 
 A part not asked for (``grads``/``marginals``/``edges`` false) is an empty ``(0,)`` tensor: an op
-returns tensors, never ``None``. Each op's CPU implementation is the ctypes call of
-:mod:`~crfhead.engine.backends.cpu`; its fake implementation gives the shapes with a symbolic ``T``
-(and ``B``), so an exported program serves every sequence length. The loss and ``log Z`` are
-differentiable: the forward saves the gradient's parts and the backward scales them by the upstream
-gradient with torch operations (:func:`~crfhead.engine.scan.scale_grads`); with ``create_graph``
-(grad mode on in the backward, outside tracing) it recomputes them through the portable scan instead,
-differentiable to any order, as :class:`~crfhead.engine.backends.autograd.ChainFunction` does. The
-gold score and the parts are not differentiable; ``marginals`` and ``viterbi`` have no gradient (the
-engine uses the portable recursions, or re-scores the path, where one is needed).
+returns tensors, never ``None``. Each op's CPU implementation is the native call of
+:mod:`~crfhead.engine.backends.cpu.kernels`; its fake implementation gives the shapes with a symbolic
+``T`` (and ``B``), so an exported program serves every sequence length. The loss and ``log Z`` are
+differentiable by the ``fused`` gradient rule, the same
+:func:`~crfhead.engine.backends.autograd.chain_backward` as the eager autograd function: the forward
+saves the gradient's parts and the backward scales them with torch operations; with ``create_graph``
+(grad mode on in the backward, outside tracing) it recomputes them through the portable scan,
+differentiable to any order. The gold score and the parts are not differentiable; ``marginals`` and
+``viterbi`` have no gradient (the op table runs the portable recursions, or re-scores the path,
+where one is needed).
 
-While tracing on the CPU the cpu backend calls these ops (see :mod:`~crfhead.engine.backends.select`);
-in eager mode it calls the same native functions directly, which costs less per call than the
-dispatcher's Python layers around a custom op.
+:data:`TRACED` gives them the kernel contract of the op table (:mod:`crfhead.engine.table`), which
+calls them while tracing CPU tensors on the cpu backend; in eager mode it calls the same native
+functions directly, which costs less per call than the dispatcher's Python layers around a custom op.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from crfhead.engine import scan
-from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.backends.autograd import Grads, chain_backward
+from crfhead.engine.potentials import Chain
 from crfhead.engine.scan import Moments
 from crfhead.numerics import is_tracing
 
 __all__ = [
     "OPS",
+    "TRACED",
     "forward_backward_op",
     "marginals_op",
     "nll_op",
-    "register_native",
     "viterbi_op",
 ]
 
+Parts5 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 Parts6 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
 
-_native: Any = None
-"""The cpu backend's native functions (``part_shapes``, ``nll_parts``, ``fb_parts``,
-``viterbi_parts``): :mod:`~crfhead.engine.backends.cpu` registers itself when it is imported, so the
-imports point one way (cpu -> ops)."""
 
+def _kernels() -> ModuleType:
+    """The cpu backend's kernels (imported on first call: the cpu package imports this module)."""
+    from crfhead.engine.backends.cpu import kernels
 
-def register_native(module: Any) -> None:
-    """Called by :mod:`~crfhead.engine.backends.cpu` on import: the ops' CPU implementations use it."""
-    global _native
-    _native = module
-
-
-def _cpu() -> Any:
-    if _native is None:
-        raise RuntimeError(
-            "the crfhead custom ops run the cpu backend's kernel: import "
-            "crfhead.engine.backends.cpu (or select the backend) first"
-        )
-    return _native
-
-
-Parts5 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+    return kernels
 
 
 def _fake_parts(em: Tensor, tr: Tensor, grads: bool, edges: bool) -> tuple[Tensor, ...]:
     B, T, K = em.shape
-    shapes = _cpu().part_shapes(B, T, K, tr.dim() == 4, grads, edges)
+    shapes = _kernels().part_shapes(B, T, K, tr.dim() == 4, grads, edges)
     return tuple(em.new_empty(s) for s in shapes)
 
 
@@ -88,7 +79,8 @@ def nll_op(
     edges: bool,
 ) -> Parts6:
     """``(loss, gold, node, edge, first, last)`` by one native call (see the module docstring)."""
-    parts: Parts6 = _cpu().nll_parts((emissions, transitions, start, end, mask), tags, grads, edges)
+    chain = (emissions, transitions, start, end, mask)
+    parts: Parts6 = _kernels().nll_parts(chain, tags, grads, edges)
     return parts
 
 
@@ -120,7 +112,8 @@ def forward_backward_op(
     edges: bool,
 ) -> Parts5:
     """``(log Z, node, edge, first, last)`` by one native call (see the module docstring)."""
-    parts: Parts5 = _cpu().fb_parts((emissions, transitions, start, end, mask), marginals, edges)
+    chain = (emissions, transitions, start, end, mask)
+    parts: Parts5 = _kernels().fb_parts(chain, marginals, edges)
     return parts
 
 
@@ -139,34 +132,33 @@ def _fb_fake(
 
 
 # ----------------------------------------------------------------------------- autograd of both
+def _opt(x: Tensor) -> Tensor | None:
+    """A part as :class:`Moments` holds it: ``None`` for the empty placeholder of one not asked for."""
+    return None if x.dim() == 1 and x.shape[0] == 0 else x
+
+
 def _setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, ...]) -> None:
     """Save the potentials (for double backward) and the parts the forward computed."""
     em, tr, st, en, mask = inputs[:5]
     tags = inputs[5] if len(inputs) == 8 else None
-    parts = output[-4:]
-    ctx.with_tags = tags is not None
     ctx.per_position = tr.dim() == 4
-    ctx.save_for_backward(em, tr, st, en, mask, tags, *parts)
+    ctx.save_for_backward(em, tr, st, en, mask, tags, *output[-4:])
     ctx.mark_non_differentiable(*output[1:])
 
 
-def _opt(x: Tensor) -> Tensor | None:
-    return None if x.dim() == 1 and x.shape[0] == 0 else x
+def _scale(grad: Tensor, m: Moments, per_position: bool, need: tuple[bool, ...]) -> Grads:
+    """Torch's scaling of the parts, in their dtype (a traced graph cannot call the native one)."""
+    dtype = next((x.dtype for x in m[1:] if x is not None), grad.dtype)
+    return scan.scale_grads(grad.to(dtype), m, per_position)
 
 
-def _backward(
-    ctx: Any, grad: Tensor
-) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
-    em, tr, st, en, mask, tags, node, edge, first, last = ctx.saved_tensors
-    need = ctx.needs_input_grad
-    need_edges = bool(need[1])
-    if torch.is_grad_enabled() and not is_tracing():
-        g = scan.double_backward(ChainPotentials(em, tr, st, en, mask), tags, grad, need_edges)
-    else:
-        m = Moments(grad, _opt(node), _opt(edge) if need_edges else None, _opt(first), _opt(last))
-        g = scan.scale_grads(grad.to(node.dtype), m, ctx.per_position)
-    d_em, d_tr, d_st, d_en = (x if n else None for x, n in zip(g, need[:4], strict=True))
-    return d_em, d_tr, d_st, d_en
+def _backward(ctx: Any, grad: Tensor) -> Grads:
+    em, tr, st, en, mask, tags, *parts = ctx.saved_tensors
+    saved = (em, tr, st, en, mask, tags, *(_opt(x) for x in parts))
+    # The backward of a traced op is traced too: no recomputation through the portable scan there.
+    recompute = torch.is_grad_enabled() and not is_tracing()
+    need = ctx.needs_input_grad[:4]
+    return chain_backward(saved, grad, need, ctx.per_position, recompute=recompute, scale=_scale)
 
 
 def _nll_backward(ctx: Any, grad: Tensor, *_rest: Tensor | None) -> tuple[Tensor | None, ...]:
@@ -187,7 +179,7 @@ def marginals_op(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> Tensor:
     """Node marginals ``(B, T, K)`` by one native forward-backward."""
-    node: Tensor = _cpu().fb_parts((emissions, transitions, start, end, mask), True, False)[1]
+    node: Tensor = _kernels().marginals((emissions, transitions, start, end, mask))
     return node
 
 
@@ -203,7 +195,7 @@ def viterbi_op(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked) by one native call."""
-    best: tuple[Tensor, Tensor] = _cpu().viterbi_parts((emissions, transitions, start, end, mask))
+    best: tuple[Tensor, Tensor] = _kernels().viterbi((emissions, transitions, start, end, mask))
     return best
 
 
@@ -221,4 +213,39 @@ OPS = {
     "marginals": marginals_op,
     "viterbi": viterbi_op,
 }
-"""Every op, by name."""
+"""Every custom op, by name."""
+
+
+# ----------------------------------------------------------------------------- the kernel contract
+def _moments(value: Tensor, parts: tuple[Tensor, ...]) -> Moments:
+    node, edge, first, last = parts
+    return Moments(value, _opt(node), _opt(edge), _opt(first), _opt(last))
+
+
+def _log_partition(chain: Chain, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
+    value, *parts = forward_backward_op(*chain, grads, grads and edges)
+    return _moments(value, tuple(parts)), value.new_zeros(0)
+
+
+def _nll(chain: Chain, tags: Tensor, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
+    value, gold, *parts = nll_op(*chain, tags, grads, edges)
+    return _moments(value, tuple(parts)), gold
+
+
+def _marginals(chain: Chain) -> Tensor:
+    node: Tensor = marginals_op(*chain)
+    return node
+
+
+def _viterbi(chain: Chain) -> tuple[Tensor, Tensor]:
+    best: tuple[Tensor, Tensor] = viterbi_op(*(x.detach() for x in chain))
+    return best
+
+
+TRACED: Mapping[str, Callable[..., Any]] = {
+    "log_partition": _log_partition,
+    "nll": _nll,
+    "marginals": _marginals,
+    "viterbi": _viterbi,
+}
+"""The op table's ops these custom ops run while tracing (the loss and ``log Z`` with their autograd)."""

@@ -1,79 +1,66 @@
-"""The portable backend: the engine's PyTorch scans (:mod:`crfhead.engine.scan`) as a :class:`Kernel`.
+"""The portable backend: the engine's PyTorch scans (:mod:`crfhead.engine.scan`, :mod:`crfhead.engine.decode`).
 
 Any device, always available, differentiable to any order; the reference the fused backends are
-tested against. Its loss is composed from the forward-backward and the gold path's counts.
+tested against, and the fallback of every op a backend does not fuse (:mod:`crfhead.engine.table`
+names each op's portable function). This module holds the two that are not plain scans: ``log Z``
+and the loss with their gradient's parts (the contract of the ``fused`` gradient rule,
+:mod:`~crfhead.engine.backends.autograd`), the loss composed from the forward-backward and the gold
+path's counts. It fuses nothing itself (:data:`FUSED` is empty).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any
 
-import torch
 from torch import Tensor
 
-from crfhead.engine import decode, scan
+from crfhead.engine import scan
 from crfhead.engine.backends.autograd import compose_nll
-from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.potentials import Chain, ChainPotentials
 from crfhead.engine.scan import Moments, scale_grads
 
 __all__ = [
-    "edge_marginals",
-    "forward_backward",
+    "CHECKED",
+    "FUSED",
+    "TRACED",
     "glue",
-    "marginals",
-    "max_sums",
+    "log_partition",
     "nll",
-    "sample",
+    "on_chain",
     "scale_grads",
-    "topk",
-    "viterbi",
 ]
 
+FUSED: Mapping[str, Callable[..., Any]] = {}
+TRACED: Mapping[str, Callable[..., Any]] = {}
+CHECKED: frozenset[str] = frozenset()
 
-def forward_backward(
-    pot: ChainPotentials, *, marginals: bool = True, edges: bool = False
-) -> Moments:
-    """``log Z`` ``(B,)`` and, if asked, the marginals (see :class:`~crfhead.engine.scan.Moments`)."""
-    if not (marginals or edges):
-        return Moments(scan.log_partition(pot))
-    return scan.moments(pot, edges)
+
+def log_partition(pot: ChainPotentials, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
+    """``log Z`` ``(B,)`` and, with ``grads``, its gradient's parts; no second output (empty)."""
+    if not grads:
+        value = scan.log_partition(pot)
+        return Moments(value), value.new_zeros(0)
+    m = scan.moments(pot, edges)
+    return m, m.value.new_zeros(0)
 
 
 def nll(pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
-    """The loss ``log Z - score(tags)`` with its gradient's parts, and the gold score ``(B,)``."""
-    return compose_nll(forward_backward, pot, tags, grads=grads, edges=edges)
+    """The loss ``log Z - score(tags)`` with its gradient's parts if asked, and the gold score ``(B,)``."""
+    m, _ = log_partition(pot, grads=grads, edges=grads and edges)
+    return compose_nll(m, pot, tags, grads=grads, edges=edges)
 
 
-def marginals(pot: ChainPotentials) -> Tensor:
-    """Node marginals ``(B, T, K)``."""
-    return scan.marginals(pot)
+def on_chain(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(pot, ...)`` as a function of the raw chain (what the autograd functions pass a kernel)."""
+
+    def run(chain: Chain, *args: Any, **kwargs: Any) -> Any:
+        return fn(ChainPotentials(*chain), *args, **kwargs)
+
+    return run
 
 
-def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """Best scores ``(B,)`` and paths ``(B, T)`` (``-1`` where masked); ties to the lowest tag."""
-    return decode.viterbi(pot)
-
-
-def edge_marginals(pot: ChainPotentials) -> Tensor:
-    """Edge marginals ``(B, T-1, K, K)``."""
-    return scan.edge_marginals(pot)
-
-
-def max_sums(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """The max-product ``alpha + beta`` ``(B, T, K)`` and the best score ``(B,)``."""
-    return scan.max_sums(pot)
-
-
-def topk(pot: ChainPotentials, k: int) -> tuple[Tensor, Tensor]:
-    """The ``k`` best paths: scores ``(B, k)``, paths ``(B, k, T)``."""
-    return decode.topk(pot, k)
-
-
-def sample(pot: ChainPotentials, num_samples: int, generator: torch.Generator | None) -> Tensor:
-    """``(S, B, T)`` exact samples by forward filtering, backward sampling."""
-    return decode.sample(pot, num_samples, generator)
-
-
-def glue(pot: ChainPotentials) -> contextlib.AbstractContextManager[None]:
+def glue(chain: Chain) -> contextlib.AbstractContextManager[None]:
     """No context: the portable scans are torch operations throughout."""
     return contextlib.nullcontext()

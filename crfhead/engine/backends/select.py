@@ -18,14 +18,11 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from types import ModuleType
 
 import torch
 
 from crfhead.numerics import is_tracing
-
-if TYPE_CHECKING:
-    from crfhead.engine.backends.autograd import Kernel
 
 __all__ = ["BACKENDS", "available", "kernel", "resolve", "use_backend"]
 
@@ -69,8 +66,11 @@ def available(name: str) -> tuple[bool, str]:
     return triton.status()
 
 
-def kernel(name: str) -> Kernel:
-    """The module that implements backend ``name`` (``portable``, ``cpu`` or ``triton``), imported on first use."""
+def kernel(name: str) -> ModuleType:
+    """The module that implements backend ``name`` (``portable``, ``cpu`` or ``triton``), imported on first use.
+
+    What it registers with the op table is read by :func:`crfhead.engine.table.registered`.
+    """
     if name == "cpu":
         from crfhead.engine.backends import cpu
 
@@ -122,19 +122,23 @@ def _traced(device: torch.device, name: str) -> str:
     return "portable"
 
 
-def resolve(device: torch.device, requested: str | None = None) -> str:
+def resolve(
+    device: torch.device, requested: str | None = None, *, tracing: bool | None = None
+) -> str:
     """The backend to run on tensors of ``device``: ``"portable"``, ``"cpu"`` or ``"triton"``.
 
     Args:
         device: where the potentials are.
         requested: an explicit choice (the engine functions' ``backend=``), else the context's, else
             ``$CRFHEAD_BACKEND``, else ``"auto"``.
+        tracing: whether ``torch.compile``/``torch.export`` trace, if the caller knows (asked here
+            otherwise).
 
     Raises:
         ValueError: an unknown name, or a backend that does not run on ``device``.
         RuntimeError: an explicitly requested backend that is unavailable here (the reason is named).
     """
-    if is_tracing():
+    if is_tracing() if tracing is None else tracing:
         return _traced(device, _check(requested or _ambient()))
     name = _check(requested or _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto")
     interpret = os.environ.get("TRITON_INTERPRET") == "1"

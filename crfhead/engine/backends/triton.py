@@ -1,41 +1,43 @@
 """The Triton backend: fused GPU kernels (:mod:`crfhead.engine.backends.triton_kernels`), one launch per op.
 
 Runs on CUDA tensors; with ``TRITON_INTERPRET=1`` also on CPU tensors through Triton's interpreter
-(slow: for the tests). ``triton`` is imported on first use. Same semantics as the other backends, a
-:class:`~crfhead.engine.backends.autograd.Kernel` whose loss is composed from the forward-backward:
+(slow: for the tests). ``triton`` is imported on first use. Same semantics as the other backends:
 ``-inf`` scores are forbidden and nothing is clamped; a row with no valid path has ``log Z = -inf``,
-marginals 0, Viterbi score ``-inf`` and path ``-1``.
+marginals 0, Viterbi score ``-inf`` and path ``-1``. Fused (:data:`FUSED`): ``log Z`` and the loss
+(composed from the forward-backward and the gold counts), the marginals, the entropy, Viterbi and
+the max-marginals (the portable max-sums with the fused ``log Z``). No Triton kernels yet for the
+per-edge marginals, k-best and sampling: the op table runs the portable scans (same semantics) on
+the device.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from crfhead.engine import scan
 from crfhead.engine.backends.autograd import compose_nll
-
-# No Triton kernels yet for the per-edge marginals, max-sums, k-best and sampling: the portable scans
-# (same semantics) run on the device, and torch's operations need no context (glue). The entropy is
-# fused: it needs only forward_backward's parts.
-from crfhead.engine.backends.portable import edge_marginals, glue, max_sums, sample, topk
-from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.backends.portable import glue
+from crfhead.engine.potentials import Chain, ChainPotentials
 from crfhead.engine.scan import Moments, scale_grads
 
 __all__ = [
+    "CHECKED",
+    "FUSED",
     "MAX_TAGS",
-    "edge_marginals",
-    "forward_backward",
+    "TRACED",
+    "entropy",
     "glue",
+    "log_partition",
     "marginals",
-    "max_sums",
+    "max_marginals",
     "nll",
-    "sample",
     "scale_grads",
     "status",
-    "topk",
     "viterbi",
 ]
 
@@ -60,17 +62,17 @@ def _kernels() -> Any:
     return triton_kernels
 
 
-def _prepare(pot: ChainPotentials) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, int]:
-    em = pot.emissions.detach().contiguous()
+def _prepare(chain: Chain) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, int]:
+    em = chain[0].detach().contiguous()
     if em.dtype not in (torch.float32, torch.float64):
         raise ValueError(f"the triton backend computes in float32 or float64, got {em.dtype}")
     K = em.shape[2]
     if K > MAX_TAGS:
         raise ValueError(f"the triton backend takes K <= {MAX_TAGS} tags, got K = {K}")
-    trans = pot.transitions.detach().to(em.dtype).contiguous()
-    start = pot.start.detach().to(em.dtype).contiguous()
-    end = pot.end.detach().to(em.dtype).contiguous()
-    mask = pot.mask.contiguous().to(torch.uint8)
+    trans = chain[1].detach().to(em.dtype).contiguous()
+    start = chain[2].detach().to(em.dtype).contiguous()
+    end = chain[3].detach().to(em.dtype).contiguous()
+    mask = chain[4].contiguous().to(torch.uint8)
     block = max(triton_next_power_of_2(K), 2)
     return em, trans, start, end, mask, block
 
@@ -84,15 +86,14 @@ def _warps(block: int) -> int:
     return 4 if block <= 32 else 8
 
 
-def forward_backward(
-    pot: ChainPotentials, *, marginals: bool = True, edges: bool = False
-) -> Moments:
+def forward_backward(chain: Chain, *, marginals: bool = True, edges: bool = False) -> Moments:
     """One launch: ``log Z`` ``(B,)`` and, if asked, its gradient's parts.
 
     See :class:`~crfhead.engine.scan.Moments`; no autograd history. A row with no valid path: ``log Z``
     ``-inf``, every marginal 0; an empty row: ``log Z`` 0, marginals 0.
     """
-    em, trans, start, end, mask, block = _prepare(pot)
+    em, trans, start, end, mask, block = _prepare(chain)
+    per_position = trans.dim() == 4
     B, T, K = em.shape
     dev, dt = em.device, em.dtype
     alphas = torch.empty(B, T, K, device=dev, dtype=dt)
@@ -100,7 +101,7 @@ def forward_backward(
     want_node = marginals or edges
     node = torch.zeros(B, T, K, device=dev, dtype=dt) if want_node else alphas
     if edges:
-        shape = (B, max(T - 1, 0), K, K) if pot.per_position else (B, K, K)
+        shape = (B, max(T - 1, 0), K, K) if per_position else (B, K, K)
         edge = torch.zeros(shape, device=dev, dtype=dt)
     else:
         edge = logz
@@ -121,7 +122,7 @@ def forward_backward(
             last,
             T,
             K,
-            PER_POSITION=pot.per_position,
+            PER_POSITION=per_position,
             WANT_NODE=want_node,
             WANT_EDGE=edges,
             BLOCK_K=block,
@@ -136,24 +137,44 @@ def forward_backward(
     )
 
 
-def nll(pot: ChainPotentials, tags: Tensor, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
+def log_partition(chain: Chain, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
+    """``log Z`` with its gradient's parts if ``grads``; no second output (empty)."""
+    m = forward_backward(chain, marginals=grads, edges=grads and edges)
+    return m, m.value.new_zeros(0)
+
+
+def nll(chain: Chain, tags: Tensor, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
     """The loss ``log Z - score(tags)`` with its gradient's parts, and the gold score ``(B,)``."""
-    return compose_nll(forward_backward, pot, tags, grads=grads, edges=edges)
+    m = forward_backward(chain, marginals=grads, edges=grads and edges)
+    return compose_nll(m, ChainPotentials(*chain), tags, grads=grads, edges=edges)
 
 
-def marginals(pot: ChainPotentials) -> Tensor:
+def marginals(chain: Chain) -> Tensor:
     """Node marginals ``(B, T, K)`` (no autograd history)."""
-    node = forward_backward(pot, marginals=True).node
+    node = forward_backward(chain, marginals=True).node
     assert node is not None
     return node
 
 
-def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
+def entropy(chain: Chain) -> Tensor:
+    """The entropy ``(B,)`` from one launch's marginals (:func:`~crfhead.engine.scan.entropy_from`)."""
+    return scan.entropy_from(ChainPotentials(*chain), forward_backward(chain, edges=True))
+
+
+def max_marginals(chain: Chain) -> Tensor:
+    """Max-marginals ``(B, T, K)``: the portable max-sums with one launch's ``log Z``."""
+    pot = ChainPotentials(*chain)
+    both, best = scan.max_sums(pot)
+    log_z = forward_backward(chain, marginals=False).value
+    return scan.max_marginals_from(pot, both, best, log_z)
+
+
+def viterbi(chain: Chain) -> tuple[Tensor, Tensor]:
     """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag.
 
     A row with no valid path: score ``-inf``, path ``-1`` everywhere; an empty row: score 0.
     """
-    em, trans, start, end, mask, block = _prepare(pot)
+    em, trans, start, end, mask, block = _prepare(chain)
     B, T, K = em.shape
     scores = torch.zeros(B, device=em.device, dtype=em.dtype)
     paths = torch.full((B, T), -1, device=em.device, dtype=torch.long)
@@ -170,8 +191,23 @@ def viterbi(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
             paths,
             T,
             K,
-            PER_POSITION=pot.per_position,
+            PER_POSITION=trans.dim() == 4,
             BLOCK_K=block,
             num_warps=_warps(block),
         )
     return scores, paths
+
+
+FUSED: Mapping[str, Callable[..., Any]] = {
+    "log_partition": log_partition,
+    "nll": nll,
+    "marginals": marginals,
+    "max_marginals": max_marginals,
+    "entropy": entropy,
+    "viterbi": viterbi,
+}
+"""The ops of :mod:`crfhead.engine.table` this backend fuses; the others run portable."""
+TRACED: Mapping[str, Callable[..., Any]] = {}
+"""None while tracing (the portable ops run then)."""
+CHECKED: frozenset[str] = frozenset()
+"""No op checks its arguments in a kernel: the table checks the loss's tags."""

@@ -1,0 +1,209 @@
+"""The op table: every engine op declared once, and :func:`run`, the one place that dispatches it.
+
+An :class:`Op` names its portable function (the reference, and the fallback of every backend that
+does not fuse it), its gradient rule (:class:`Grad`) and whether a backend's custom op may run it
+while ``torch.compile``/``torch.export`` trace. A backend module registers the ops it fuses by name
+(its ``FUSED`` kernels, which take the raw :data:`~crfhead.engine.potentials.Chain`; ``TRACED``,
+custom ops for tracing; ``CHECKED``, ops whose kernel checks its own arguments; ``scale_grads`` and
+``glue``); a backend never imports this module. :func:`run` asks once per call whether it is
+tracing, resolves the backend (:func:`~crfhead.engine.backends.select.resolve`), picks the kernel or
+the portable function, and wraps the gradient by the op's rule.
+
+Adding an op: its portable function, its kernel in the backends that fuse it (one entry in their
+``FUSED``), one line in :data:`OPS`, and its oracle test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from crfhead.engine import decode, scan
+from crfhead.engine.backends import portable
+from crfhead.engine.backends.autograd import Scale, fused, recomputed
+from crfhead.engine.backends.select import kernel, resolve
+from crfhead.engine.potentials import ChainPotentials, check_tag_range
+from crfhead.numerics import is_tracing
+
+__all__ = ["OPS", "Backend", "Grad", "Op", "registered", "run"]
+
+
+class Grad(enum.Enum):
+    """How an op's result is differentiated where the potentials require gradients."""
+
+    FUSED = "fused"
+    """The kernel returns the value with its gradient's parts; the backward scales them
+    (:class:`~crfhead.engine.backends.autograd.ChainFunction`). The portable function keeps the
+    same contract."""
+    RECOMPUTE = "recompute"
+    """A fused value; its gradient recomputes the portable function under autograd
+    (:class:`~crfhead.engine.backends.autograd.Recomputed`). The portable function is differentiable."""
+    RESCORE = "rescore"
+    """Paths and their scores: a fused kernel's scores are replaced by the paths' differentiable
+    scores (:func:`~crfhead.engine.scan.score`). The portable function is differentiable."""
+    NONE = "none"
+    """No gradient: the op runs under ``torch.no_grad``."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One engine op.
+
+    Attributes:
+        name: the key of :data:`OPS` and of the backends' registrations.
+        portable: ``portable(pot, *args)``: the portable implementation on
+            :class:`~crfhead.engine.potentials.ChainPotentials`.
+        grad: the gradient rule.
+        traced: whether a backend's custom op (``TRACED``) may run it while tracing; otherwise the
+            portable function runs then.
+        outputs: for the ``fused`` rule, 1 (the value) or 2 (the value and the second output).
+        check: an argument check run outside tracing before a kernel that does not check itself.
+    """
+
+    name: str
+    portable: Callable[..., Any]
+    grad: Grad
+    traced: bool = False
+    outputs: int = 1
+    check: Callable[..., None] | None = None
+
+
+def _check_tags(pot: ChainPotentials, tags: Tensor) -> None:
+    check_tag_range(tags, pot.mask, pot.shape[2])
+
+
+OPS: Mapping[str, Op] = {
+    op.name: op
+    for op in (
+        Op("log_partition", portable.log_partition, Grad.FUSED, traced=True),
+        Op("nll", portable.nll, Grad.FUSED, traced=True, outputs=2, check=_check_tags),
+        Op("marginals", scan.marginals, Grad.RECOMPUTE, traced=True),
+        Op("edge_marginals", scan.edge_marginals, Grad.RECOMPUTE),
+        Op("max_marginals", scan.max_marginals, Grad.RECOMPUTE),
+        Op("entropy", scan.entropy, Grad.RECOMPUTE),
+        Op("viterbi", decode.viterbi, Grad.RESCORE, traced=True),
+        Op("topk", decode.topk, Grad.RESCORE),
+        Op("sample", decode.sample, Grad.NONE),
+    )
+}
+"""Every op the backends may fuse, by name."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend's registrations, read once from its module (see the module docstring)."""
+
+    name: str
+    fused: Mapping[str, Callable[..., Any]]
+    traced: Mapping[str, Callable[..., Any]]
+    checked: frozenset[str]
+    scale_grads: Scale
+    glue: Callable[..., contextlib.AbstractContextManager[None]]
+
+
+@functools.cache
+def registered(name: str) -> Backend:
+    """The registrations of backend ``name`` (``portable``, ``cpu`` or ``triton``)."""
+    module = kernel(name)
+    return Backend(
+        name,
+        getattr(module, "FUSED", {}),
+        getattr(module, "TRACED", {}),
+        getattr(module, "CHECKED", frozenset()),
+        module.scale_grads,
+        module.glue,
+    )
+
+
+_PORTABLE_PARTS = {
+    name: portable.on_chain(op.portable) for name, op in OPS.items() if op.grad is Grad.FUSED
+}
+"""The ``fused`` ops' portable functions on the raw chain, for the autograd function."""
+
+
+def _rescored(pot: ChainPotentials, scores: Tensor, paths: Tensor) -> Tensor:
+    """``scores`` of found paths replaced by the paths' differentiable scores (``paths`` ``(B, [R,] T)``)."""
+    found = scores > float("-inf")
+    if paths.dim() == 2:
+        return torch.where(found, scan.score(pot, paths.clamp(min=0)), scores)
+    B, R, T = paths.shape
+    spread = ChainPotentials(
+        pot.emissions.repeat_interleave(R, 0),
+        pot.transitions.repeat_interleave(R, 0) if pot.per_position else pot.transitions,
+        pot.start,
+        pot.end,
+        pot.mask.repeat_interleave(R, 0),
+    )
+    rescored = scan.score(spread, paths.clamp(min=0).reshape(B * R, T)).reshape(B, R)
+    return torch.where(found, rescored, scores)
+
+
+def run(name: str, pot: ChainPotentials, *args: Any, backend: str | None = None) -> Any:
+    """Op ``name`` of :data:`OPS` on ``pot`` (and its extra arguments) by the chosen backend.
+
+    Args:
+        name: the op.
+        pot: the chain potentials.
+        args: the op's other arguments (the tags of ``nll``, ``k`` of ``topk``...).
+        backend: the engine functions' ``backend=`` (see
+            :mod:`crfhead.engine.backends.select`).
+
+    Raises:
+        ValueError: the op's argument check, or the backend's choice (see ``resolve``).
+    """
+    op = OPS[name]
+    if op.grad is Grad.NONE:
+        with torch.no_grad():
+            return _run(op, pot, args, backend)
+    return _run(op, pot, args, backend)
+
+
+def _run(op: Op, pot: ChainPotentials, args: tuple[Any, ...], backend: str | None) -> Any:
+    name = op.name
+    tracing = is_tracing()
+    where = registered(resolve(pot.emissions.device, backend, tracing=tracing))
+    if op.check is not None and not tracing and name not in where.checked:
+        op.check(pot, *args)
+    differentiable = pot.differentiable
+    if tracing:
+        kern = where.traced.get(name) if op.traced else None
+        if kern is not None and op.grad is Grad.FUSED:  # a custom op with its own autograd
+            edges = differentiable and pot.transitions.requires_grad
+            m, second = kern(pot.chain, *args, grads=differentiable, edges=edges)
+            return m.value if op.outputs == 1 else (m.value, second)
+        if op.grad is Grad.RECOMPUTE and differentiable:
+            kern = None  # custom ops without a gradient: the portable function, differentiable
+    else:
+        kern = where.fused.get(name)
+    if op.grad is Grad.FUSED:
+        if differentiable:
+            scale: Scale
+            if kern is None:
+                parts, scale = _PORTABLE_PARTS[name], portable.scale_grads
+            else:
+                parts, scale = kern, where.scale_grads
+            value, second = fused(parts, scale, pot.chain, *args)
+        elif kern is None:
+            m, second = op.portable(pot, *args, grads=False, edges=False)
+            value = m.value
+        else:
+            m, second = kern(pot.chain, *args, grads=False, edges=False)
+            value = m.value
+        return value if op.outputs == 1 else (value, second)
+    if kern is None:
+        return op.portable(pot, *args)
+    if not differentiable:
+        return kern(pot.chain, *args)
+    if op.grad is Grad.RECOMPUTE:
+        return recomputed(kern, op.portable, pot.chain)
+    scores, paths = kern(pot.chain, *args)
+    # The glue is an eager thread policy; a traced graph has no threads to choose.
+    with contextlib.nullcontext() if tracing else where.glue(pot.chain):
+        return _rescored(pot, scores, paths), paths
