@@ -2,12 +2,12 @@
 
 * :func:`viterbi` and :func:`topk` run the forward recursion in the max / k-max semiring with
   back-pointers, then a tensorised back-trace (a loop over time only: no loop over the batch, no
-  ``.item()``). Theorem 4 (a) of the seed ``000_7c5bc3c5795a6d4c.txt``: the Viterbi path minimises the
-  expected sequence (0/1) loss.
+  ``.item()``). The Viterbi path is the Bayes decision for the sequence (0/1) loss: it minimises the
+  expected number of wrong sequences.
 * :func:`mbr_potentials` is the chain whose Viterbi path is the constrained posterior-marginal
   (minimum-Bayes-risk) decoding: the path of most expected correct tags ``sum_t gamma_t(z_t)`` among
-  those of non-impossible score (Theorem 4 (b) minimises the expected Hamming loss; the dispatcher's
-  ``posterior_decode`` uses it).
+  those of non-impossible score (the Bayes decision for the Hamming loss among allowed paths; the
+  engine's ``posterior_decode`` uses it).
 * :func:`sample` draws exact samples of ``p(z | x)`` by forward filtering, backward sampling.
 
 Tie-breaking is deterministic: at every back-pointer and at the final tag, the lowest tag index wins

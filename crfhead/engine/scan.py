@@ -1,6 +1,7 @@
 """The linear-chain dynamic program: one forward and one backward recursion, any semiring.
 
-Theorem 1 of the seed ``000_7c5bc3c5795a6d4c.txt`` (the chain distributive law) in log space:
+The chain distributive law (the generalised distributive law of Aji and McEliece, 2000, on a chain;
+"Theorem 1" below) in log space:
 
     alpha_t(k) = U_t(k) + ⊕_j [alpha_{t'}(j) + P_t(j, k)]        (t' = previous unmasked position)
     beta_t(j)  = ⊕_k [P_{t''}(j, k) + U_{t''}(k) + beta_{t''}(k)]  (t'' = next unmasked position)
@@ -106,7 +107,7 @@ def forward_scan(semiring: Semiring, pot: ChainPotentials) -> ForwardResult:
     """The forward recursion of Theorem 1 over a batch of chains with holes.
 
     Args:
-        semiring: log, max or k-max (:mod:`crfhead.semiring`).
+        semiring: log, max or k-max (:mod:`crfhead.engine.semiring`).
         pot: the chain potentials.
 
     Returns:

@@ -1,7 +1,7 @@
 """Semirings for the linear-chain dynamic program, in log space.
 
-One recursion (Theorem 1 of the seed ``000_7c5bc3c5795a6d4c.txt``, the chain distributive law) serves
-every decoder: only ⊕ changes. In log space ⊗ is ``+`` and ⊕ is
+One recursion (the chain distributive law: the generalised distributive law of Aji and McEliece,
+2000, on a chain) serves every decoder: only ⊕ changes. In log space ⊗ is ``+`` and ⊕ is
 
 * :class:`LogSemiring`  -- log-sum-exp (sum-product): partition function and marginals;
 * :class:`MaxSemiring`  -- max (max-product): Viterbi score, back-pointers and max-marginals;

@@ -1,5 +1,5 @@
 # mypy: disable-error-code="untyped-decorator"
-"""Triton kernels of the chain dynamic programs (imported by :mod:`crfhead.backends.gpu` on first use).
+"""Triton kernels of the chain dynamic programs (imported by :mod:`crfhead.engine.backends.triton` on first use).
 
 One program per sequence; the program loops over time with the ``K``-vector state in registers and the
 ``K x K`` transition tile in registers (shared transitions) or loaded per edge (per-position ones),

@@ -1,10 +1,11 @@
-// Fused CPU kernels of the linear-chain dynamic programs (the "cpu" backend of crfhead.backends).
+// Fused CPU kernels of the linear-chain dynamic programs (the "cpu" backend of crfhead.engine.backends).
 //
 // Plain C++17 with a C ABI (no torch headers: it compiles in seconds and is loaded with ctypes). One
 // call runs the whole forward-backward (log Z, node marginals, edge marginals summed or per edge, the
 // marginals of the first and last tag, and for the loss the gold score and marginals - gold counts),
 // the whole Viterbi with back-trace, the max-sums (max-marginals up to log Z), the k best paths, or
-// the draws of samples from a forward-backward's marginals, for every sequence of the batch. The contract is crfhead.potentials.ChainPotentials:
+// the draws of samples from a forward-backward's marginals, for every sequence of the batch. The
+// contract is crfhead.engine.potentials.ChainPotentials:
 //   emissions   (B, T, K)
 //   transitions (K, K) shared, or (B, T-1, K, K) per edge (entry t-1 enters position t), [from, to]
 //   start, end  (K,)
@@ -1433,8 +1434,8 @@ void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int threads) {
 // ---------------------------------------------------------------- max-marginals, k-best, samples
 
 // Max-sums of sequence b: sums[(b * T + t) * K + k] is the best score of a path through tag k at
-// unmasked position t, the max-plus forward state plus the max-plus backward one (Theorem 1 (b) in
-// the max semiring), -inf where no valid path passes; best[b] is the best score. Log space, adds and
+// unmasked position t, the max-plus forward state plus the max-plus backward one (the chain
+// distributive law in the max semiring), -inf where no valid path passes; best[b] is the best score. Log space, adds and
 // compares only, vectorised over tags; shared or per-edge transitions alike.
 template <typename S>
 void max_sums_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Work<S>& w, S* sums,
