@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from crfhead.training import cli as cli_module
-from crfhead.training.cli import main, packaged_config, packaged_configs
+from crfhead.training import quiet as quiet_console
+from crfhead.training import runs
+from crfhead.training.cli import main
+from crfhead.training.configs import BASE_CONFIG, packaged_config, packaged_configs
 from crfhead.training.loggers import CSVLogger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,10 +98,10 @@ def test_verbose_shows_the_library_messages_again(
     for line in ("GPU available", "Seed set to", "💡 Tip", "`Trainer.fit` stopped"):
         assert line not in quiet and line in caplog.text, line
     # The filters are gone once a run ends: nothing leaks into the rest of the process.
-    for name in cli_module._NOISE_LOGGERS:
+    for name in quiet_console.NOISE_LOGGERS:
         logger = logging.getLogger(name)
         attached = [*logger.filters, *(f for h in logger.handlers for f in h.filters)]
-        assert not any(isinstance(f, cli_module._NoiseFilter) for f in attached), name
+        assert not any(isinstance(f, quiet_console.NoiseFilter) for f in attached), name
 
 
 NOISY_WARNINGS = [
@@ -121,7 +124,7 @@ def test_the_warnings_a_user_cannot_act_on_are_filtered_unless_verbose(verbose: 
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        with cli_module._Console(verbose=verbose).session():
+        with quiet_console.QuietConsole(verbose=verbose).session():
             for message, category in NOISY_WARNINGS:
                 warnings.warn_explicit(message, category, "lib.py", 1, module="pytorch_lightning.x")
             warnings.warn_explicit(
@@ -142,7 +145,7 @@ def test_packaged_configs_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[
     path = packaged_config("crfhead:finance/indicator_crf")
     assert path == ROOT / "crfhead" / "configs" / "finance" / "indicator_crf.yaml"
     assert (ROOT / "configs" / "finance" / "indicator_crf.yaml").resolve() == path.resolve()
-    assert cli_module.BASE_CONFIG.parent == ROOT / "crfhead" / "configs"
+    assert BASE_CONFIG.parent == ROOT / "crfhead" / "configs"
     with pytest.raises(SystemExit) as exit_:
         main(["--config=crfhead:finance/nope.yaml"])
     assert exit_.value.code == 2
@@ -262,7 +265,7 @@ def test_a_resumed_run_continues_its_own_log_folder(
 
 
 def test_the_version_folder_of_a_checkpoint() -> None:
-    folder = cli_module._version_folder
+    folder = runs.version_folder
     assert folder("runs/a/version_3/checkpoints/last.ckpt") == Path("runs/a/version_3")
     assert folder("runs/a/version_3/on_exception.ckpt") == Path("runs/a/version_3")
     assert folder("somewhere/ckpt/last.ckpt") is None
@@ -282,7 +285,7 @@ def test_the_version_folder_of_a_checkpoint() -> None:
 def test_the_verbose_flag_is_read_before_parsing(
     argv: list[str], verbose: bool, passed: list[str]
 ) -> None:
-    assert cli_module._verbose(argv) == (verbose, passed)
+    assert quiet_console.split_verbose(argv) == (verbose, passed)
 
 
 def test_component_help_shows_a_class_config_arguments(capsys: pytest.CaptureFixture[str]) -> None:

@@ -499,7 +499,7 @@ def test_base_config_is_read_first_and_a_run_is_named_after_its_config(
 ) -> None:
     """configs/base.yaml supplies the logger and checkpoints; the config states only its differences."""
     from crfhead.training.callbacks import OnExceptionCheckpoint
-    from crfhead.training.cli import BASE_CONFIG
+    from crfhead.training.configs import BASE_CONFIG
 
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "mine" / "tiny_crf.yaml"
