@@ -175,7 +175,7 @@ def main() -> None:
     ok, why = cpu.status()
     if not ok:
         sys.exit(f"the cpu kernel is unavailable: {why}")
-    loaded = cpu._load()
+    loaded = cpu.native.load()
     assert loaded is not None
     libs = {"current": load(Path(loaded._name))}
     with tempfile.TemporaryDirectory() as tmp:

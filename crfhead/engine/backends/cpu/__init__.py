@@ -34,7 +34,6 @@ from crfhead.engine.backends.cpu.native import (
     status,
     uses_openmp,
 )
-from crfhead.engine.backends.cpu.native import load as _load  # noqa: F401  (bench_kernel.py)
 from crfhead.engine.backends.cpu.threads import PARALLEL_WORK, lanes, serial_torch, threads_for
 
 __all__ = [
