@@ -26,7 +26,7 @@ from crfhead.heads import CRF
 pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="no C++ compiler")
 
 if available("cpu")[0]:
-    from crfhead.engine.backends import ops
+    from crfhead.engine.backends.cpu import custom_ops as ops
 
 
 def _inputs(c: Chain, grad: bool = False) -> tuple[torch.Tensor, ...]:

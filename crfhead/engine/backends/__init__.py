@@ -7,7 +7,7 @@ The ops: ``log Z``, the loss, marginals, edge and max-marginals, entropy, Viterb
   the others are tested against).
 * ``cpu`` (:mod:`~crfhead.engine.backends.cpu`): a fused native kernel, every op in one call (or
   two), the batch split over threads; compiled from ``csrc/chain_cpu.cpp`` with the system C++
-  compiler on first use and cached; its custom ops (:mod:`~crfhead.engine.backends.ops`) while
+  compiler on first use and cached; its custom ops (:mod:`~crfhead.engine.backends.cpu.custom_ops`) while
   ``torch.compile``/``torch.export`` trace.
 * ``triton`` (:mod:`~crfhead.engine.backends.triton`): fused GPU kernels, one launch per operation, a
   program per sequence looping over time; CUDA tensors (and CPU ones under ``TRITON_INTERPRET=1``);

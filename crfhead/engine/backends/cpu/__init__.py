@@ -5,7 +5,7 @@ loads the library; :mod:`~crfhead.engine.backends.cpu.abi` is its one signature 
 wrappers generated from it; :mod:`~crfhead.engine.backends.cpu.threads` chooses the threads of a
 call; :mod:`~crfhead.engine.backends.cpu.kernels` holds the ops, one native call each (two for the
 max-marginals and samples). This module registers them with the op table (:mod:`crfhead.engine.table`):
-:data:`FUSED` in eager mode, :data:`TRACED` (the custom ops of :mod:`~crfhead.engine.backends.ops`)
+:data:`FUSED` in eager mode, :data:`TRACED` (the custom ops of :mod:`~crfhead.engine.backends.cpu.custom_ops`)
 while ``torch.compile``/``torch.export`` trace.
 
 Semantics are the portable engine's: masks with holes, empty rows, shared or per-edge transitions,
@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crfhead.engine.backends import ops
-from crfhead.engine.backends.cpu import kernels
+from crfhead.engine.backends.cpu import custom_ops, kernels
 from crfhead.engine.backends.cpu.kernels import glue, scale_grads
 from crfhead.engine.backends.cpu.native import (
     FLAGS,
@@ -67,7 +66,7 @@ FUSED: Mapping[str, Callable[..., Any]] = {
     "sample": kernels.sample,
 }
 """Every op of :mod:`crfhead.engine.table`, fused (kernels on the raw chain)."""
-TRACED: Mapping[str, Callable[..., Any]] = ops.TRACED
+TRACED: Mapping[str, Callable[..., Any]] = custom_ops.TRACED
 """The ops that run as custom ops while tracing (the others run portable then)."""
 CHECKED: frozenset[str] = frozenset({"nll"})
 """The loss's kernel checks the tags' range itself (before any work)."""

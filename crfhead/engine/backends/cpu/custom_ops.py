@@ -28,7 +28,6 @@ functions directly, which costs less per call than the dispatcher's Python layer
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import ModuleType
 from typing import Any
 
 import torch
@@ -36,6 +35,7 @@ from torch import Tensor
 
 from crfhead.engine import scan
 from crfhead.engine.backends.autograd import Grads, chain_backward
+from crfhead.engine.backends.cpu import kernels
 from crfhead.engine.potentials import Chain
 from crfhead.engine.scan import Moments
 from crfhead.numerics import is_tracing
@@ -53,16 +53,9 @@ Parts5 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 Parts6 = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
-def _kernels() -> ModuleType:
-    """The cpu backend's kernels (imported on first call: the cpu package imports this module)."""
-    from crfhead.engine.backends.cpu import kernels
-
-    return kernels
-
-
 def _fake_parts(em: Tensor, tr: Tensor, grads: bool, edges: bool) -> tuple[Tensor, ...]:
     B, T, K = em.shape
-    shapes = _kernels().part_shapes(B, T, K, tr.dim() == 4, grads, edges)
+    shapes = kernels.part_shapes(B, T, K, tr.dim() == 4, grads, edges)
     return tuple(em.new_empty(s) for s in shapes)
 
 
@@ -80,7 +73,7 @@ def nll_op(
 ) -> Parts6:
     """``(loss, gold, node, edge, first, last)`` by one native call (see the module docstring)."""
     chain = (emissions, transitions, start, end, mask)
-    parts: Parts6 = _kernels().nll_parts(chain, tags, grads, edges)
+    parts: Parts6 = kernels.nll_parts(chain, tags, grads, edges)
     return parts
 
 
@@ -113,7 +106,7 @@ def forward_backward_op(
 ) -> Parts5:
     """``(log Z, node, edge, first, last)`` by one native call (see the module docstring)."""
     chain = (emissions, transitions, start, end, mask)
-    parts: Parts5 = _kernels().fb_parts(chain, marginals, edges)
+    parts: Parts5 = kernels.fb_parts(chain, marginals, edges)
     return parts
 
 
@@ -179,7 +172,7 @@ def marginals_op(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> Tensor:
     """Node marginals ``(B, T, K)`` by one native forward-backward."""
-    node: Tensor = _kernels().marginals((emissions, transitions, start, end, mask))
+    node: Tensor = kernels.marginals((emissions, transitions, start, end, mask))
     return node
 
 
@@ -195,7 +188,7 @@ def viterbi_op(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked) by one native call."""
-    best: tuple[Tensor, Tensor] = _kernels().viterbi((emissions, transitions, start, end, mask))
+    best: tuple[Tensor, Tensor] = kernels.viterbi((emissions, transitions, start, end, mask))
     return best
 
 
