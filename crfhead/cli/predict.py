@@ -17,6 +17,7 @@ from crfhead.cli.common import Subparsers, add_model_options, formatter, load_ta
 from crfhead.data.conll import echo_conll
 from crfhead.data.inputs import INPUT_FORMATS, STDIN, input_format, read_input
 from crfhead.data.outputs import OUTPUT_FORMATS, STDOUT, json_line, token_tag_lines, write_lines
+from crfhead.inference.text_tagger import GROUP_MODES
 
 __all__ = ["add_parser", "run"]
 
@@ -61,6 +62,14 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         help="text input is already tokenised: split each line on whitespace, no tokenizer",
     )
     parser.add_argument(
+        "--group",
+        choices=GROUP_MODES,
+        default="none",
+        help="which inputs a higher-order model decodes jointly: none (each alone, default), all "
+        "(one group), document (CoNLL -DOCSTART- documents); JSON lines out say whether each "
+        "group was certified",
+    )
+    parser.add_argument(
         "--separator",
         default=None,
         metavar="SEP",
@@ -87,10 +96,12 @@ def run(ns: argparse.Namespace) -> int:
             "cannot be tokenised as its training data was; give tokens instead (--tokenized, "
             'CoNLL input, or JSON lines with "tokens")'
         )
+    if ns.group == "document" and fmt != "conll":
+        raise ValueError("--group document needs CoNLL input (documents by -DOCSTART-)")
     if fmt == "conll":
-        tagged = tagger.predict_sentences(read.sentences, batch_size=ns.batch_size)
+        tagged = tagger.predict_sentences(read.sentences, batch_size=ns.batch_size, group=ns.group)
     else:
-        tagged = tagger.annotate(read.items, batch_size=ns.batch_size)
+        tagged = tagger.annotate(read.items, batch_size=ns.batch_size, group=ns.group)
     if out_fmt == "jsonl":
         lines = [json_line(r.to_dict(), ident) for r, ident in zip(tagged, read.ids, strict=True)]
     elif fmt == "conll":

@@ -29,8 +29,11 @@ class Entity:
         start: character offset of its first character in the text.
         end: character offset just past its last character (``text[start:end] == self.text``).
         text: the entity's surface text.
-        probability: the exact probability that the span is an entity of this type under the model
-            (``None`` for a head that is not a probability model, such as the perceptron).
+        probability: the exact probability that the span is an entity of this type under the
+            head's chain, ``p(z | x)`` of the sentence alone (``None`` for a head that is not a
+            probability model, such as the perceptron). For a text decoded jointly with others by a
+            higher-order model (:attr:`Tagged.certified` not ``None``) it is still the chain's: the
+            span was chosen by the joint model, its probability is not the joint model's.
         token_start: index of its first token.
         token_end: index just past its last token.
     """
@@ -58,21 +61,34 @@ class Entity:
 
 @dataclass(frozen=True)
 class Tagged:
-    """One tagged text: the text, its tokens (with offsets), one tag per token, the entities."""
+    """One tagged text: the text, its tokens (with offsets), one tag per token, the entities.
+
+    Attributes:
+        certified: for a text decoded jointly with its group by a higher-order model, whether the
+            group's labelling was proven optimal (the decoder's dual bound met it); ``None`` for a
+            text decoded alone.
+    """
 
     text: str
     tokens: list[Token]
     tags: list[str]
     entities: list[Entity]
+    certified: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"text", "tokens", "tags", "entities"}`` (token texts, entity dicts), JSON-able."""
-        return {
+        """``{"text", "tokens", "tags", "entities"}`` (token texts, entity dicts), JSON-able.
+
+        A text decoded with its group also has ``"certified"``.
+        """
+        out: dict[str, Any] = {
             "text": self.text,
             "tokens": [t.text for t in self.tokens],
             "tags": self.tags,
             "entities": [e.to_dict() for e in self.entities],
         }
+        if self.certified is not None:
+            out["certified"] = self.certified
+        return out
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,11 @@ Modelled on Flair's ``SequenceTagger.load(...).predict(sentence)`` and HuggingFa
 Raw text is split by the tokenizer the model was trained with (it travels in the vocabularies:
 :mod:`crfhead.data.tokenize`), so the finance model sees lowercase letter runs and a CoNLL model
 sees punctuation as separate tokens; pre-tokenised input (a list of tokens) skips it. Decoding is the
-model's own (the head's decoder, or the group decoder of a higher-order model, each text its own
-group), batched, under ``torch.inference_mode``, on any device.
+model's own (the head's decoder, or the group decoder of a higher-order model), batched, under
+``torch.inference_mode``, on any device. A higher-order model decodes each text alone unless told
+which texts form a group (``group=``: all of them, their documents, a
+:class:`~crfhead.data.grouping.Grouping` such as the tweet clusters it was trained with, or explicit
+index lists); each jointly decoded text then says whether its group's labelling was certified.
 
 Each batch runs the encoder once and builds the head's chain potentials once; the decoded path, the
 span probabilities and (:meth:`TextTagger.trellis`) the node marginals and the ``k`` best paths are
@@ -18,14 +21,16 @@ all read from those potentials.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeAlias, overload
 
 import torch
 
 from crfhead import engine
 from crfhead.data.batching import Batch, collator_for
+from crfhead.data.grouping import DocumentGroups, Grouping
 from crfhead.data.sentence import Sentence
 from crfhead.data.tokenize import Token, Tokenizer, tokenizer_from_dict
 from crfhead.engine.potentials import ChainPotentials
@@ -35,7 +40,14 @@ from crfhead.inference.saved import ModelFiles, read_model, save_folder
 from crfhead.model.tagger import Tagger
 from crfhead.schemes import Span, entity_types, tags_to_spans
 
-__all__ = ["PROGRESS_FROM", "TextTagger", "load"]
+__all__ = ["GROUP_MODES", "PROGRESS_FROM", "GroupBy", "TextTagger", "load"]
+
+GROUP_MODES = ("none", "all", "document")
+"""``group=`` by name: each text alone, all texts one group, one group per ``doc_id``."""
+
+GroupBy: TypeAlias = bool | str | Grouping | Sequence[Sequence[int]]
+"""What ``group=`` takes: ``False``/``"none"``, ``True``/``"all"``, ``"document"``, a
+:class:`~crfhead.data.grouping.Grouping`, or the groups as lists of indices into the texts."""
 
 PROGRESS_FROM = 1000
 """With ``progress=None``, a progress bar is shown when tagging at least this many texts."""
@@ -125,12 +137,22 @@ class TextTagger:
     # ------------------------------------------------------------------------------ tagging
     @overload
     def tag(  # type: ignore[overload-overlap]  # a str is a Sequence[str]: this one comes first
-        self, texts: str, *, batch_size: int = ..., progress: bool | None = ...
+        self,
+        texts: str,
+        *,
+        batch_size: int = ...,
+        progress: bool | None = ...,
+        group: GroupBy = ...,
     ) -> list[Entity]: ...
 
     @overload
     def tag(
-        self, texts: Sequence[str], *, batch_size: int = ..., progress: bool | None = ...
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = ...,
+        progress: bool | None = ...,
+        group: GroupBy = ...,
     ) -> list[list[Entity]]: ...
 
     def tag(
@@ -139,19 +161,29 @@ class TextTagger:
         *,
         batch_size: int = 64,
         progress: bool | None = None,
+        group: GroupBy = False,
     ) -> list[Entity] | list[list[Entity]]:
         """The entities of a raw text, or of each of a list of texts (one list per text).
 
+        Args:
+            texts: a raw text, or a list of them.
+            batch_size: texts per batch (texts decoded alone).
+            progress: show a progress bar (``None``: from :data:`PROGRESS_FROM` texts).
+            group: which texts a higher-order model decodes jointly (:data:`GroupBy`; default:
+                each alone). :meth:`annotate` also says whether each group was certified.
+
         Raises:
-            ValueError: the model's tokenizer is unknown, or ``texts`` is not text.
+            ValueError: the model's tokenizer is unknown, ``texts`` is not text, or ``group`` is
+                invalid or given to a model without a group decoder.
         """
         if isinstance(texts, str):
-            return self.annotate([texts], batch_size=batch_size, progress=progress)[0].entities
+            return self.annotate([texts], batch_size=batch_size, progress=progress, group=group)[
+                0
+            ].entities
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("tag() takes a str or a list of str; use annotate() for token lists")
-        return [
-            t.entities for t in self.annotate(list(texts), batch_size=batch_size, progress=progress)
-        ]
+        tagged = self.annotate(list(texts), batch_size=batch_size, progress=progress, group=group)
+        return [t.entities for t in tagged]
 
     def annotate(
         self,
@@ -159,21 +191,68 @@ class TextTagger:
         *,
         batch_size: int = 64,
         progress: bool | None = None,
+        group: GroupBy = False,
     ) -> list[Tagged]:
         """Tag each item: a raw text (``str``, split by the model's tokenizer) or a list of tokens.
 
-        A token list's character offsets index its tokens joined by single spaces.
+        A token list's character offsets index its tokens joined by single spaces. With ``group``
+        (:meth:`tag`), each text of a group decoded jointly has :attr:`Tagged.certified` set.
 
         Raises:
-            ValueError: raw text for a model whose tokenizer is unknown; an item of another type.
+            ValueError: raw text for a model whose tokenizer is unknown; an item of another type;
+                an invalid ``group``, or one given to a model without a group decoder.
         """
-        return self._run(self._prepare(items), batch_size, progress)
+        prepared = self._prepare(items)
+        sentences = [Sentence([t.text for t in toks]) for _, toks in prepared]
+        return self._run(prepared, batch_size, progress, self._groups(group, sentences))
 
     def predict_sentences(
-        self, sentences: Sequence[Sentence], *, batch_size: int = 64, progress: bool | None = None
+        self,
+        sentences: Sequence[Sentence],
+        *,
+        batch_size: int = 64,
+        progress: bool | None = None,
+        group: GroupBy = False,
     ) -> list[Tagged]:
-        """Tag already-tokenised :class:`~crfhead.data.sentence.Sentence` s (their gold tags are ignored)."""
-        return self._run([_joined(s.tokens) for s in sentences], batch_size, progress)
+        """Tag already-tokenised :class:`~crfhead.data.sentence.Sentence` s (their gold tags are ignored).
+
+        ``group="document"`` decodes each document (``doc_id``, e.g. CoNLL ``-DOCSTART-``) jointly.
+        """
+        groups = self._groups(group, sentences)
+        return self._run([_joined(s.tokens) for s in sentences], batch_size, progress, groups)
+
+    def _groups(self, group: GroupBy, sentences: Sequence[Sentence]) -> list[list[int]] | None:
+        """``group`` as lists of indices into ``sentences`` (each exactly once); ``None``: each alone.
+
+        Raises:
+            ValueError: an unknown mode, indices that do not cover each text exactly once, or a
+                group asked of a model without a group decoder.
+        """
+        if group is False or group == "none":
+            return None
+        if self.model.decoder is None:
+            raise ValueError(
+                f"group={group!r}: this model has no group decoder (model.decoder), so each text "
+                "is decoded alone; train a higher-order model to decode texts jointly"
+            )
+        n = len(sentences)
+        if group is True or group == "all":
+            return [list(range(n))] if n else []
+        if group == "document":
+            return DocumentGroups().groups(list(sentences))
+        if isinstance(group, Grouping):
+            return group.groups(list(sentences))
+        if isinstance(group, str):
+            raise ValueError(
+                f"group must be one of {GROUP_MODES}, True/False, a Grouping or index lists, "
+                f"got {group!r}"
+            )
+        groups = [[int(i) for i in g] for g in group]
+        if sorted(i for g in groups for i in g) != list(range(n)):
+            raise ValueError(
+                f"group must hold each of the {n} text indices exactly once, got {groups[:10]}"
+            )
+        return groups
 
     def _batches(self, n: int, batch_size: int, progress: bool | None) -> Iterator[range]:
         if batch_size < 1:
@@ -236,13 +315,26 @@ class TextTagger:
         return prepared
 
     def _run(
-        self, prepared: list[tuple[str, list[Token]]], batch_size: int, progress: bool | None
+        self,
+        prepared: list[tuple[str, list[Token]]],
+        batch_size: int,
+        progress: bool | None,
+        groups: list[list[int]] | None = None,
     ) -> list[Tagged]:
         out: list[Tagged | None] = [None] * len(prepared)
-        todo = [i for i, (_, toks) in enumerate(prepared) if toks]
         for i, (text, toks) in enumerate(prepared):
             if not toks:
                 out[i] = Tagged(text, [], [], [])
+        if groups is not None:  # one batch per group, decoded jointly
+            for members in (g for g in ([i for i in g if prepared[i][1]] for g in groups) if g):
+                with torch.inference_mode():
+                    _, tagged = self._tag_batch(
+                        [prepared[i] for i in members], [str(i) for i in members], grouped=True
+                    )
+                for i, record in zip(members, tagged, strict=True):
+                    out[i] = record
+            return [t for t in out if t is not None]
+        todo = [i for i, (_, toks) in enumerate(prepared) if toks]
         for chunk in self._batches(len(todo), batch_size, progress):
             rows = [todo[j] for j in chunk]
             with torch.inference_mode():
@@ -252,9 +344,16 @@ class TextTagger:
         return [t for t in out if t is not None]
 
     def _tag_batch(
-        self, prepared: Sequence[tuple[str, list[Token]]], ids: Sequence[str]
+        self,
+        prepared: Sequence[tuple[str, list[Token]]],
+        ids: Sequence[str],
+        *,
+        grouped: bool = False,
     ) -> tuple[ChainPotentials, list[Tagged]]:
         """One batch of texts with tokens: one encoder pass, one build of the head's potentials.
+
+        With ``grouped``, the batch is one group decoded jointly by the model's group decoder,
+        and each text records whether the group was certified.
 
         Returns:
             The potentials, and each text tagged (entities with their span
@@ -266,9 +365,18 @@ class TextTagger:
             for (_, toks), i in zip(prepared, ids, strict=True)
         ]
         batch = self.collate(sentences)
+        if grouped:
+            batch = dataclasses.replace(batch, groups=[list(range(len(sentences)))])
         emissions = self.model(batch)
         pot = head.potentials(emissions, batch.mask.to(emissions.device))
+        decoder = self.model.decoder
+        before = None if decoder is None or not grouped else decoder.stats.get("certified", 0)
         tags = self.model.labels_from(pot, batch)
+        certified = (
+            None
+            if decoder is None or before is None
+            else decoder.stats.get("certified", 0) > before
+        )
         spans: list[list[Span]] = [tags_to_spans(row, scheme) if scheme else [] for row in tags]
         probs: list[list[float]] | None = None
         if head.calibrated and scheme is not None:
@@ -279,7 +387,7 @@ class TextTagger:
                 text, tags[j], probs[j] if probs else [], scheme if head.constrained else None
             )
             ents = entities_of(text, toks, spans[j], None if probs is None else probs[j])
-            out.append(Tagged(text, toks, tags[j], ents))
+            out.append(Tagged(text, toks, tags[j], ents, certified))
         return pot, out
 
     # ------------------------------------------------------------------------------ saving

@@ -1,0 +1,88 @@
+"""A higher-order model through the public API: trained from a config, loaded, a group tagged, saved, reloaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_training import _args, _higher_order_config
+
+import crfhead
+from crfhead.higher_order import Consistency, FactorDecoder
+from crfhead.training.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("higher_order")
+    extra = _higher_order_config(tmp, "      grid: [0.0, 1.0, 3.0]")
+    cli = main([*_args(tmp), "--config", str(extra), "--trainer.max_epochs=2"])
+    return Path(cli.trainer.checkpoint_callback.best_model_path)
+
+
+def test_a_higher_order_checkpoint_loads_tags_a_group_saves_and_reloads(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    tagger = crfhead.load(checkpoint)
+    decoder = tagger.model.decoder
+    assert isinstance(decoder, FactorDecoder) and isinstance(decoder.factors, Consistency)
+    texts = [
+        "aiko ridora said the gruler platform was launched",
+        "the gruler platform grew, said aiko ridora",
+        "nothing to see",
+    ]
+    alone = tagger.annotate(texts)
+    joint = tagger.annotate(texts, group=True)
+    assert [t.certified for t in alone] == [None] * 3
+    assert all(isinstance(t.certified, bool) for t in joint)
+    assert all(len(t.tags) == len(t.tokens) for t in joint)
+    # At scale 0 the group decoder is the chain: joint decoding changes nothing.
+    kept = decoder.value
+    decoder.use(0.0)
+    assert [t.tags for t in tagger.annotate(texts, group=True)] == [t.tags for t in alone]
+    decoder.use(kept)
+
+    folder = tagger.save(tmp_path / "saved")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["decoder"]["init_args"]["factors"] == {
+        "class_path": "crfhead.higher_order.Consistency"
+    }
+    again = crfhead.load(folder)
+    assert again.model.decoder is not None and again.model.decoder.value == kept
+    assert [t.to_dict() for t in again.annotate(texts, group=[[0, 1], [2]])] == [
+        t.to_dict() for t in tagger.annotate(texts, group=[[0, 1], [2]])
+    ]
+    assert [t.to_dict() for t in again.annotate(texts)] == [t.to_dict() for t in alone]
+
+    out = subprocess.run(
+        [sys.executable, "-m", "crfhead", "predict", "--model", str(folder), "--group", "all"],
+        input="\n".join(texts[:2]) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["tags"] for r in records] == [t.tags for t in tagger.annotate(texts[:2], group=True)]
+    assert all(isinstance(r["certified"], bool) for r in records)
+
+
+def test_group_is_refused_clearly(checkpoint: Path) -> None:
+    tagger = crfhead.load(checkpoint)
+    with pytest.raises(ValueError, match=r"exactly once, got \[\[0\]\]"):
+        tagger.annotate(["a b", "c d"], group=[[0]])
+    with pytest.raises(ValueError, match="group must be one of"):
+        tagger.annotate(["a b"], group="tweets")
+
+
+def test_a_chain_model_refuses_a_group(tmp_path: Path) -> None:
+    cli = main([*_args(tmp_path), "--trainer.max_epochs=1"])
+    tagger = crfhead.load(cli.trainer.checkpoint_callback.best_model_path)
+    with pytest.raises(ValueError, match="this model has no group decoder"):
+        tagger.tag(["a b", "c d"], group=True)
+    assert tagger.annotate(["a b"], group=False)[0].certified is None
