@@ -66,8 +66,8 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         choices=GROUP_MODES,
         default="none",
         help="which inputs a higher-order model decodes jointly: none (each alone, default), all "
-        "(one group), document (CoNLL -DOCSTART- documents); JSON lines out say whether each "
-        "group was certified",
+        "(one group), document (CoNLL -DOCSTART- documents), auto (the grouping the model was "
+        "trained with); JSON lines out say whether each group was certified",
     )
     parser.add_argument(
         "--separator",

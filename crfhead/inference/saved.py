@@ -38,7 +38,7 @@ FORMAT_VERSION = 1
 CONFIG, VOCABS, WEIGHTS, CARD = "config.json", "vocabs.json", "model.safetensors", "README.md"
 BACKBONE = "backbone"
 """A transformer encoder's backbone config and tokenizer (its weights are in ``model.safetensors``)."""
-_SPEC_KEYS = ("encoder", "head", "constrained", "decoder")
+_SPEC_KEYS = ("encoder", "head", "constrained", "decoder", "grouping")
 
 
 @dataclass

@@ -37,16 +37,18 @@ from crfhead.engine.potentials import ChainPotentials
 from crfhead.evaluation.spans import span_probabilities_from
 from crfhead.inference.entities import Entity, Tagged, Trellis, entities_of
 from crfhead.inference.saved import ModelFiles, read_model, save_folder
+from crfhead.model.build import build_grouping
 from crfhead.model.tagger import Tagger
 from crfhead.schemes import Span, entity_types, tags_to_spans
 
 __all__ = ["GROUP_MODES", "PROGRESS_FROM", "GroupBy", "TextTagger", "load"]
 
-GROUP_MODES = ("none", "all", "document")
-"""``group=`` by name: each text alone, all texts one group, one group per ``doc_id``."""
+GROUP_MODES = ("none", "all", "document", "auto")
+"""``group=`` by name: each text alone, all texts one group, one group per ``doc_id``, the grouping
+the model was trained with."""
 
 GroupBy: TypeAlias = bool | str | Grouping | Sequence[Sequence[int]]
-"""What ``group=`` takes: ``False``/``"none"``, ``True``/``"all"``, ``"document"``, a
+"""What ``group=`` takes: ``False``/``"none"``, ``True``/``"all"``, ``"document"``, ``"auto"``, a
 :class:`~crfhead.data.grouping.Grouping`, or the groups as lists of indices into the texts."""
 
 PROGRESS_FROM = 1000
@@ -80,6 +82,7 @@ class TextTagger:
         vocabs: the vocabularies.
         tokenizer: the model's tokenizer, or ``None`` when its checkpoint predates tokenizers being
             saved (then raw text is refused; pre-tokenised input works).
+        grouping: the grouping the model was trained with (``group="auto"``), ``None`` if none.
     """
 
     def __init__(
@@ -97,6 +100,7 @@ class TextTagger:
         spec = vocabs.get("tokenizer")
         self.tokenizer: Tokenizer | None = None if spec is None else tokenizer_from_dict(spec)
         self._collate = collator_for(vocabs, model.needs)
+        self.grouping: Grouping | None = build_grouping(config.get("grouping"))
         self.device = torch.device("cpu")
         self.to(device or "cpu")
 
@@ -240,6 +244,13 @@ class TextTagger:
             return [list(range(n))] if n else []
         if group == "document":
             return DocumentGroups().groups(list(sentences))
+        if group == "auto":
+            if self.grouping is None:
+                raise ValueError(
+                    "group='auto': this model saved no grouping (trained without data.grouping, "
+                    "or before groupings were saved); pass group=True, 'document' or a Grouping"
+                )
+            return self.grouping.groups(list(sentences))
         if isinstance(group, Grouping):
             return group.groups(list(sentences))
         if isinstance(group, str):

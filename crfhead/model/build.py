@@ -30,6 +30,7 @@ from typing import Any
 
 from torch import nn
 
+from crfhead.data.grouping import Grouping
 from crfhead.data.sentence import LabelVocab
 from crfhead.data.vocab import Vocab
 from crfhead.heads.base import ChainHead
@@ -43,10 +44,12 @@ __all__ = [
     "Spec",
     "build_decoder",
     "build_encoder",
+    "build_grouping",
     "build_head",
     "check_requirements",
     "data_sizes",
     "encoder_word_vectors",
+    "plain_spec",
     "spec_needs",
     "without_sources",
 ]
@@ -164,6 +167,12 @@ def encoder_word_vectors(spec: dict[str, Any] | None) -> Any:
     return _encoder_args(spec).get("word_vectors")
 
 
+def plain_spec(value: Any) -> Any:
+    """A parsed spec as plain data: a parser's namespaces (anything with ``as_dict``) become dicts."""
+    as_dict = getattr(value, "as_dict", None)
+    return as_dict() if callable(as_dict) else value
+
+
 def spec_needs(
     encoder: dict[str, Any] | None, head: dict[str, Any] | None = None
 ) -> list[str] | None:
@@ -267,6 +276,18 @@ def build_head(
         provided["vocab_size"] = vocab_size
     head: ChainHead = _build(spec, provided, "head", ChainHead)
     return head
+
+
+def build_grouping(spec: dict[str, Any] | None) -> Grouping | None:
+    """The :class:`~crfhead.data.grouping.Grouping` a model was trained with (``None``: none saved).
+
+    Raises:
+        ValueError: unknown class, not a ``Grouping``, unknown ``init_args`` keys.
+    """
+    if spec is None:
+        return None
+    grouping: Grouping = _build(spec, {}, "grouping", Grouping)
+    return grouping
 
 
 def build_decoder(spec: dict[str, Any], labels: LabelVocab) -> GroupDecoder:

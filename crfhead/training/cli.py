@@ -49,6 +49,7 @@ from crfhead.data.datamodule import TaggingDataModule
 from crfhead.model.build import (
     check_requirements,
     encoder_word_vectors,
+    plain_spec,
     spec_needs,
 )
 from crfhead.model.checkpoints import check_same_model, read_checkpoint
@@ -87,6 +88,10 @@ class TaggerCLI(LightningCLI):
         # The encoder's word vector source tells the data which evaluation words to give an id.
         parser.link_arguments(
             "model.encoder", "data.word_vectors", compute_fn=encoder_word_vectors, apply_on="parse"
+        )
+        # The grouping the model is trained with travels with it (tag(..., group="auto")).
+        parser.link_arguments(
+            "data.grouping", "model.grouping", compute_fn=plain_spec, apply_on="parse"
         )
         # What the encoder (or a word-scoring head) reads: the data builds only those vocabularies.
         parser.link_arguments(

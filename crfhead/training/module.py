@@ -54,6 +54,8 @@ class TaggerModule(pl.LightningModule):
             needs a ``grouping``); ``labels`` and ``scheme`` come from the data. A decoder with a
             ``grid`` has its scale chosen on dev at every validation (logged as ``val/decoder_scale``,
             saved in the checkpoint); one that learns its weights trains them with the head.
+        grouping: the data module's ``grouping`` spec (linked by ``train.py``), kept so that a
+            loaded model groups texts as it was trained (``tag(..., group="auto")``).
         divergence: stop training with an error when the loss, smoothed, exceeds this many times its
             first non-zero value (a learning rate far too high); ``None``: never.
     """
@@ -71,6 +73,7 @@ class TaggerModule(pl.LightningModule):
         optimizer: str = "adamw",
         report_dir: str | None = None,
         decoder: Spec | None = None,
+        grouping: Spec | None = None,
         divergence: float | None = 1e3,
     ) -> None:
         super().__init__()

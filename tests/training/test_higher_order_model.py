@@ -59,6 +59,13 @@ def test_a_higher_order_checkpoint_loads_tags_a_group_saves_and_reloads(
     ]
     assert [t.to_dict() for t in again.annotate(texts)] == [t.to_dict() for t in alone]
 
+    # The grouping it was trained with travels with it: DocumentGroups, so texts without a
+    # document id are each their own group.
+    assert config["grouping"]["class_path"] == "crfhead.data.grouping.DocumentGroups"
+    auto = again.annotate(texts, group="auto")
+    assert [t.certified is not None for t in auto] == [True] * 3
+    assert [t.tags for t in auto] == [t.tags for t in again.annotate(texts, group=[[0], [1], [2]])]
+
     out = subprocess.run(
         [sys.executable, "-m", "crfhead", "predict", "--model", str(folder), "--group", "all"],
         input="\n".join(texts[:2]) + "\n",
@@ -78,6 +85,9 @@ def test_group_is_refused_clearly(checkpoint: Path) -> None:
         tagger.annotate(["a b", "c d"], group=[[0]])
     with pytest.raises(ValueError, match="group must be one of"):
         tagger.annotate(["a b"], group="tweets")
+    tagger.grouping = None  # a model saved before groupings were
+    with pytest.raises(ValueError, match="this model saved no grouping"):
+        tagger.annotate(["a b"], group="auto")
 
 
 def test_a_chain_model_refuses_a_group(tmp_path: Path) -> None:
