@@ -196,7 +196,51 @@ def test_bad_patterns_and_methods_are_refused_by_name() -> None:
         decode(em, tr, patterns=[Pattern(((0, 0, 0), (0, 0, 1)), 1.0)])
     with pytest.raises(ValueError, match="non-finite score"):
         decode(em, tr, patterns=[Pattern(((0, 0, 0), (0, 1, 1)), math.nan)])
+    with pytest.raises(ValueError, match="pattern 1 has no cells"):
+        decode(em, tr, patterns=[Pattern(((0, 0, 0),), 1.0), Pattern((), 1.0)])
+    with pytest.raises(ValueError, match="pattern 0 must be a Pattern, got tuple"):
+        decode(em, tr, patterns=[(((0, 0, 0),), 1.0)])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match=r"pattern 0 has cell \(0, -1, 0\) outside"):
+        decode(em, tr, patterns=[Pattern(((0, -1, 0), (0, 0, 0)), 1.0)])
+    with pytest.raises(ValueError, match=r"pattern 0 has cell \(0, 0.0, 0\): not three integers"):
+        decode(em, tr, patterns=[Pattern(((0, 0.0, 0), (0, 2, 0)), 1.0)])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="method must be one of"):
         decode(em, tr, method="bp")
     with pytest.raises(ValueError, match=r"shared transitions \(K, K\)"):
         decode(em, torch.zeros(1, 2, 2, 2))
+
+
+def test_patterns_checked_at_once_name_the_first_bad_one_as_one_by_one() -> None:
+    """The vectorised check refuses exactly what the walk over the patterns refuses, with its message."""
+    from crfhead.higher_order.patterns import _name_the_first_fault, check_patterns
+
+    B, T, K = 3, 4, 3
+    mask = torch.ones(B, T, dtype=torch.bool)
+    mask[1, 3] = False
+    refused = 0
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        patterns = []
+        for _ in range(int(rng.integers(1, 6))):
+            n = int(rng.integers(0 if rng.random() < 0.05 else 1, 4))
+            cells = tuple(
+                (
+                    int(rng.integers(-1, B + 1)) if rng.random() < 0.05 else int(rng.integers(B)),
+                    int(rng.integers(T + 1)) if rng.random() < 0.1 else int(rng.integers(T)),
+                    int(rng.integers(K + 1)) if rng.random() < 0.05 else int(rng.integers(K)),
+                )
+                for _ in range(n)
+            )
+            score = math.inf if rng.random() < 0.03 else float(rng.normal())
+            patterns.append(Pattern(cells, score))
+        try:
+            _name_the_first_fault(patterns, (B, T, K), mask)
+        except ValueError as walk:
+            if "integer cells" in str(walk):  # the walk accepts them: check_patterns must too
+                check_patterns(patterns, (B, T, K), mask)
+                continue
+            refused += 1
+            with pytest.raises(ValueError) as at_once:
+                check_patterns(patterns, (B, T, K), mask)
+            assert str(at_once.value) == str(walk), seed
+    assert refused > 50, refused
