@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from crfhead.higher_order.group import Group, add_to_cells, viterbi_with
+from crfhead.higher_order.group import Group, add_to_cells, viterbi_rows
 from crfhead.higher_order.pseudo_boolean import maximize
 from crfhead.higher_order.reparam import reparameterise
 from crfhead.higher_order.result import DecodeResult
@@ -59,14 +59,17 @@ def dd2slave(
     labels = torch.as_tensor(rep.coupled[:, 1], dtype=torch.long, device=emissions.device)
     base = rep.pb.linear.copy()
     theta = np.zeros(V)
-    scale = float(np.mean([abs(p.score) for p in group.patterns] or [1.0]))
-    loop = Subgradient((B, T), step, step_size, scale)
+    magnitudes = [abs(p.score) for p in group.patterns]
+    scale = float(np.mean(magnitudes or [1.0]))
+    loop = Subgradient((B, T), step, step_size, scale, mass=float(sum(magnitudes)))
+    rows = group.coupled_rows  # the dual and primal are of these sentences plus the patterns
     # The chain slave's labelling often repeats between iterations: its full score is then reused.
     last_tags: torch.Tensor | None = None
     last_score = 0.0
     for _ in range(max_iterations):
         theta_t = torch.as_tensor(theta, dtype=emissions.dtype, device=emissions.device)
-        chain_value, tags = viterbi_with(group, add_to_cells(emissions, tokens, labels, theta_t))
+        values, tags = viterbi_rows(group, add_to_cells(emissions, tokens, labels, theta_t))
+        chain_value = float(values[rows].sum())
         linear = base.copy()
         linear[:V] -= theta
         x, _, bound = maximize(rep.pb.with_linear(linear), backend=backend)
@@ -74,7 +77,7 @@ def dd2slave(
         chosen = (flat[rep.coupled[:, 0]] == rep.coupled[:, 1]).astype(np.float64)
         g = chosen - x[:V].astype(np.float64)
         if last_tags is None or not torch.equal(tags, last_tags):
-            last_tags, last_score = tags, group.score(tags)
+            last_tags, last_score = tags, group.split_score(tags)[0]
         # g is in {-1, 0, 1}: |g|² is the count of its non-zeros, exact (and without BLAS, whose
         # threaded dot product costs milliseconds on a busy machine).
         norm2 = float(np.count_nonzero(g))
@@ -82,4 +85,4 @@ def dd2slave(
         if alpha is None:
             break
         theta -= alpha * g
-    return loop.result("dd2slave")
+    return loop.result("dd2slave", offset=group.split_score(loop.best_tags)[1])

@@ -21,7 +21,7 @@ import math
 import torch
 from torch import Tensor
 
-from crfhead.higher_order.group import Group, viterbi_with
+from crfhead.higher_order.group import Group, viterbi_rows
 from crfhead.higher_order.result import DecodeResult
 from crfhead.higher_order.subgradient import Subgradient
 
@@ -75,17 +75,19 @@ def dd_factor(
     theta = torch.zeros(P, S, K, dtype=dtype, device=device)
     flat_tokens = tokens[valid]  # (N,)
     scale = float(score.abs().mean()) if P else 1.0
-    loop = Subgradient((B, T), step, step_size, scale)
+    loop = Subgradient((B, T), step, step_size, scale, mass=float(score.abs().sum()))
+    rows = group.coupled_rows  # the dual and primal are of these sentences plus the patterns
     onehot = torch.eye(K, dtype=dtype, device=device)
     for _ in range(max_iterations):
         shifted = emissions.reshape(B * T, K).index_add(0, flat_tokens, theta[valid])
-        chain_value, tags = viterbi_with(group, shifted.reshape(B, T, K))
+        row_values, tags = viterbi_rows(group, shifted.reshape(B, T, K))
+        chain_value = float(row_values[rows].sum())
         values, choice = _slaves(theta, labels, valid, score)
         chain_labels = tags.reshape(-1).to(device)[tokens]  # (P, S)
         g = (onehot[chain_labels] - onehot[choice]) * valid[..., None]
         dual = chain_value + float(values.sum())
-        alpha = loop.record(dual, group.score(tags), tags, float((g * g).sum()))
+        alpha = loop.record(dual, group.split_score(tags)[0], tags, float((g * g).sum()))
         if alpha is None:
             break
         theta = theta - alpha * g
-    return loop.result("dd_factor")
+    return loop.result("dd_factor", offset=group.split_score(loop.best_tags)[1])

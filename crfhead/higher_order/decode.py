@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from torch import Tensor
 
-from crfhead.higher_order.group import Group, prepare, viterbi_with
+from crfhead.higher_order.group import Group, prepare, viterbi_rows
 from crfhead.higher_order.patterns import Pattern
 from crfhead.higher_order.result import DecodeResult, certifies
 
@@ -28,14 +28,17 @@ METHODS = ("viterbi", "dd2slave", "dd_factor", "ilp")
 
 
 def _viterbi(group: Group) -> DecodeResult:
-    chain_value, tags = viterbi_with(group, group.chain.emissions)
-    primal = group.score(tags)
-    dual = chain_value + sum(max(p.score, 0.0) for p in group.patterns)
+    values, tags = viterbi_rows(group, group.chain.emissions)
+    coupled, rest = group.split_score(tags)
+    # The certificate on the coupled part alone (see :func:`~crfhead.higher_order.result.certifies`).
+    bound = float(values[group.coupled_rows].sum()) + sum(max(p.score, 0.0) for p in group.patterns)
+    mass = sum(abs(p.score) for p in group.patterns)
+    primal, dual = coupled + rest, bound + rest
     return DecodeResult(
         tags=tags,
         primal=primal,
         dual=dual,
-        certified=certifies(primal, dual),
+        certified=certifies(coupled, bound, mass),
         iterations=1,
         method="viterbi",
         dual_history=[dual],
@@ -46,6 +49,9 @@ def _viterbi(group: Group) -> DecodeResult:
 def _ilp(group: Group) -> DecodeResult:
     from crfhead.higher_order.ilp import solve_ilp
 
+    viterbi_rows(
+        group, group.chain.emissions
+    )  # an infeasible sentence: the same error as the others
     pot = group.chain
     found = solve_ilp(pot.emissions, pot.transitions, pot.start, pot.end, pot.mask, group.patterns)
     primal = group.score(found.tags)
@@ -96,7 +102,8 @@ def decode(
         a :class:`~crfhead.higher_order.result.DecodeResult`.
 
     Raises:
-        ValueError: bad shapes or dtypes, a bad pattern (named by index), an unknown method.
+        ValueError: bad shapes or dtypes, a bad pattern (named by index), an unknown method, or a
+            sentence with no allowed labelling (named by index: every path uses a ``-inf`` score).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

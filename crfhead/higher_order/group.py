@@ -21,7 +21,7 @@ from crfhead import engine
 from crfhead.engine import ChainPotentials, make_potentials
 from crfhead.higher_order.patterns import Pattern, check_patterns, merge_patterns
 
-__all__ = ["Group", "add_to_cells", "prepare", "viterbi_with"]
+__all__ = ["Group", "add_to_cells", "prepare", "viterbi_rows", "viterbi_with"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,15 +74,37 @@ class Group:
         scores = torch.tensor([p.score for p in self.patterns], dtype=torch.float64)
         return tokens.to(device), labels.to(device), valid.to(device), scores.to(device)
 
+    @cached_property
+    def coupled_rows(self) -> Tensor:
+        """``(B,)`` bool: the sentences some pattern touches (on the emissions' device)."""
+        rows = torch.zeros(self.shape[0], dtype=torch.bool)
+        if self.patterns:
+            rows[sorted({b for p in self.patterns for b, _, _ in p.cells})] = True
+        return rows.to(self.chain.emissions.device)
+
     def score(self, tags: Tensor) -> float:
         """The full score of a labelling ``tags`` ``(B, T)``: chains (folded unaries included) + patterns."""
         tags = tags.to(self.chain.mask.device)
         chain = float(engine.score(self.chain, tags).sum())
+        return chain + self._pattern_score(tags)
+
+    def split_score(self, tags: Tensor) -> tuple[float, float]:
+        """``(coupled, rest)``: the chains of the :attr:`coupled_rows` plus the patterns, the other chains.
+
+        The certificate compares the coupled part alone with its bound: the other sentences are at
+        their own Viterbi optimum in every decoder, so their score, however large, is no evidence.
+        """
+        tags = tags.to(self.chain.mask.device)
+        rows = engine.score(self.chain, tags)
+        coupled = self.coupled_rows
+        return float(rows[coupled].sum()) + self._pattern_score(tags), float(rows[~coupled].sum())
+
+    def _pattern_score(self, tags: Tensor) -> float:
         if not self.patterns:
-            return chain
+            return 0.0
         tokens, labels, valid, scores = self.cells
         holds = ((tags.reshape(-1)[tokens] == labels) | ~valid).all(1)
-        return chain + float(scores[holds].sum())
+        return float(scores[holds].sum())
 
 
 def prepare(
@@ -132,11 +154,32 @@ def add_to_cells(emissions: Tensor, tokens: Tensor, labels: Tensor, values: Tens
     return flat.reshape(B, T, K)
 
 
-def viterbi_with(group: Group, emissions: Tensor) -> tuple[float, Tensor]:
-    """The chain slave: the best chain labelling under ``emissions`` ``(B, T, K)`` and its score."""
+def viterbi_rows(group: Group, emissions: Tensor) -> tuple[Tensor, Tensor]:
+    """The chain slave: each sentence's best labelling under ``emissions`` ``(B, T, K)``, and its score.
+
+    Returns:
+        ``(scores, tags)``: ``(B,)`` float64 and ``(B, T)`` int64 (``-1`` where masked).
+
+    Raises:
+        ValueError: naming a sentence none of whose labellings is allowed (every path through it
+            uses a ``-inf`` start, emission, transition or end); no finite multiplier changes that.
+    """
     pot = ChainPotentials(
         emissions, group.chain.transitions, group.chain.start, group.chain.end, group.chain.mask
     )
     with torch.no_grad():
         scores, tags = engine.viterbi(pot)
+    infeasible = torch.isneginf(scores)
+    if bool(infeasible.any()):
+        b = int(infeasible.nonzero()[0, 0])
+        raise ValueError(
+            f"sentence {b} of the group has no allowed labelling: every path through it uses a "
+            "-inf start, emission, transition or end"
+        )
+    return scores, tags
+
+
+def viterbi_with(group: Group, emissions: Tensor) -> tuple[float, Tensor]:
+    """:func:`viterbi_rows` summed over the sentences: ``(score, tags)``."""
+    scores, tags = viterbi_rows(group, emissions)
     return float(scores.sum()), tags

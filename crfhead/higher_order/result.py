@@ -9,9 +9,14 @@ from torch import Tensor
 __all__ = ["DecodeResult", "certifies"]
 
 
-def certifies(primal: float, dual: float) -> bool:
-    """Whether ``primal`` is proven optimal by the upper bound ``dual`` (relative tolerance 1e-9)."""
-    return primal >= dual - 1e-9 * max(1.0, abs(dual))
+def certifies(primal: float, dual: float, scale: float = 0.0) -> bool:
+    """Whether ``primal`` is proven optimal by the upper bound ``dual``: up to 1e-9 relative.
+
+    The tolerance is relative to ``max(1, |dual|, scale)``. Decoders pass the *coupled* part of a
+    group (the sentences patterns touch, and the patterns; ``scale`` the patterns' summed magnitude),
+    never the whole group's score, so that a large score of an uncoupled sentence cannot widen it.
+    """
+    return primal >= dual - 1e-9 * max(1.0, abs(dual), scale)
 
 
 @dataclass
@@ -22,7 +27,9 @@ class DecodeResult:
         tags: ``(B, T)`` int64, ``-1`` where masked.
         primal: the full score of ``tags`` (chains plus patterns).
         dual: the best upper bound on the optimum found (``inf`` when the method has none).
-        certified: ``primal`` is proven optimal (``primal >= dual`` up to 1e-9 relative).
+        certified: ``primal`` is proven optimal: on the sentences patterns touch plus the patterns,
+            the part the decoders bound, ``primal >= dual`` up to 1e-9 relative to that part (the
+            other sentences are at their Viterbi optimum); see :func:`certifies`.
         iterations: dual-decomposition iterations run (1 for ``viterbi`` and ``ilp``).
         method: the decoder that produced it.
         seconds: wall time of the decoding.
@@ -43,4 +50,4 @@ class DecodeResult:
     @property
     def gap(self) -> float:
         """``dual - primal`` (0 when certified)."""
-        return max(0.0, self.dual - self.primal)
+        return 0.0 if self.certified else max(0.0, self.dual - self.primal)

@@ -210,6 +210,41 @@ def test_bad_patterns_and_methods_are_refused_by_name() -> None:
         decode(em, torch.zeros(1, 2, 2, 2))
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_a_huge_uncoupled_sentence_cannot_certify_a_suboptimal_labelling(method: str) -> None:
+    """Sentence 0 scores ~2e11 and no pattern touches it; sentence 1's chain prefers ``[0, 0]`` by 2
+    and a pattern adds 50 to ``[1, 1]``: the optimum is 48 above the chain's labelling. A tolerance
+    relative to the whole group's score (1e-9 of 2e11 = 200) would certify the chain's labelling."""
+    rng = np.random.default_rng(7)
+    em = torch.zeros(2, 2, 2, dtype=torch.float64)
+    em[0] = torch.tensor(1e11 + rng.normal(size=(2, 2)))  # the chain scores ~2e11
+    em[1] = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    tr = torch.zeros(2, 2, dtype=torch.float64)
+    st = en = torch.zeros(2, dtype=torch.float64)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    patterns = [Pattern(((1, 0, 1), (1, 1, 1)), 50.0)]
+    best, _ = _optimum(em, tr, st, en, mask, patterns)
+    r = decode(em, tr, st, en, mask, patterns, method=method)
+    assert r.dual >= best - 1e-3
+    if r.certified:
+        assert r.primal == pytest.approx(best, abs=1e-3), (r.primal, best)
+    if method != "viterbi":  # the coupled part is tiny and LP-tight: every decomposition solves it
+        assert r.certified and r.tags[1].tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_sentence_with_no_allowed_labelling_is_named(method: str) -> None:
+    em = torch.zeros(3, 2, 2)
+    em[2, 1] = -math.inf  # sentence 2: every label of its second token forbidden
+    patterns = [Pattern(((0, 0, 1), (1, 1, 1)), 1.0)]
+    for given in (patterns, []):
+        with pytest.raises(ValueError, match="sentence 2 of the group has no allowed labelling"):
+            decode(em, torch.zeros(2, 2), patterns=given, method=method)
+    start = torch.tensor([-math.inf, -math.inf])  # every start forbidden: sentence 0 first
+    with pytest.raises(ValueError, match="sentence 0 of the group has no allowed labelling"):
+        decode(torch.zeros(2, 2, 2), torch.zeros(2, 2), start, patterns=patterns, method=method)
+
+
 def test_patterns_checked_at_once_name_the_first_bad_one_as_one_by_one() -> None:
     """The vectorised check refuses exactly what the walk over the patterns refuses, with its message."""
     from crfhead.higher_order.patterns import _name_the_first_fault, check_patterns
