@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from crfhead.cli.common import Subparsers, add_model_options, formatter, load_tagger, say
+from crfhead.inference.text_tagger import GROUP_MODES
 
 __all__ = ["add_parser", "run"]
 
@@ -32,6 +33,14 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--scheme", default=None, help="the file's tagging scheme (default: the model's)"
     )
     parser.add_argument("--separator", default=None, metavar="SEP", help="default: whitespace")
+    parser.add_argument(
+        "--group",
+        choices=GROUP_MODES,
+        default="none",
+        help="which sentences a higher-order model decodes jointly: none (each alone, default), "
+        "all, document (-DOCSTART- documents), auto (the model's training grouping); the report "
+        "then has the fraction of certified groups",
+    )
     parser.add_argument("--output-json", default=None, metavar="FILE", help="also save as JSON")
 
 
@@ -61,7 +70,7 @@ def run(ns: argparse.Namespace) -> int:
     )
     if not sentences:
         raise ValueError(f"{path}: no sentences to score")
-    scores = score_sentences(tagger, sentences, batch_size=ns.batch_size)
+    scores = score_sentences(tagger, sentences, batch_size=ns.batch_size, group=ns.group)
     if scores.unknown_tags:
         say(
             f"note: gold tags the model does not have: {scores.unknown_tags[:10]}; "

@@ -1,7 +1,9 @@
 """Scoring a trained model on labelled sentences: the report training prints, from a saved model.
 
 The sentences are decoded batch by batch as the model decodes (its group decoder, or its head's
-decoder) under ``torch.inference_mode`` and scored by :class:`~crfhead.evaluation.metrics.TaggingMetrics`
+decoder), or group by group for a higher-order model given ``group=`` (the report then has the
+fraction of ``certified`` groups and the mean ``decoder_iterations``, as training's test report),
+under ``torch.inference_mode`` and scored by :class:`~crfhead.evaluation.metrics.TaggingMetrics`
 (entity F1 by type, accuracy on all and on unseen words, and the log-loss of the gold tags). Gold
 tags the model does not have still count (those gold entities are misses), but then no log-loss is
 reported: it needs a score for every gold tag.
@@ -18,7 +20,7 @@ import torch
 
 from crfhead.data.sentence import Sentence
 from crfhead.evaluation.metrics import TaggingMetrics
-from crfhead.inference.text_tagger import TextTagger
+from crfhead.inference.text_tagger import GroupBy, TextTagger
 
 __all__ = ["Scores", "score_sentences"]
 
@@ -37,25 +39,52 @@ class Scores:
 
 
 def score_sentences(
-    tagger: TextTagger, sentences: Sequence[Sentence], *, batch_size: int = 64
+    tagger: TextTagger,
+    sentences: Sequence[Sentence],
+    *,
+    batch_size: int = 64,
+    group: GroupBy = False,
 ) -> Scores:
     """Decode labelled ``sentences`` with ``tagger`` and score them against their tags.
 
     The tags are read in the model's scheme (convert them first, as
     :func:`crfhead.data.conll.read_conll`'s ``out_scheme`` does).
+
+    Args:
+        tagger: the model.
+        sentences: labelled sentences.
+        batch_size: sentences per batch (sentences decoded alone).
+        group: which sentences a higher-order model decodes jointly
+            (:meth:`~crfhead.inference.text_tagger.TextTagger.groups_of`; default: each alone).
+
+    Raises:
+        ValueError: an invalid ``group``, or one given to a model without a group decoder.
     """
+    groups = tagger.groups_of(group, sentences)
     scheme = tagger.scheme or "BIO"
     known = set(tagger.labels)
     unknown = sorted({t for s in sentences for t in s.tags or () if t not in known})
     seen = tagger.vocabs.get("seen_words")
     metrics = TaggingMetrics(scheme, None if seen is None else set(seen))
     model = tagger.model.eval()
-    for i in range(0, len(sentences), batch_size):
-        chunk = list(sentences[i : i + batch_size])
+    decoder = model.decoder
+    if decoder is not None:
+        decoder.reset_stats()
+    if groups is None:
+        chunks = [
+            list(range(i, min(i + batch_size, len(sentences))))
+            for i in range(0, len(sentences), batch_size)
+        ]
+    else:
+        chunks = [g for g in groups if g]
+    for rows in chunks:
+        chunk = [sentences[r] for r in rows]
         gold = [list(s.tags or ()) for s in chunk]
         if unknown:
             chunk = [dataclasses.replace(s, tags=None) for s in chunk]
         batch = tagger.collate(chunk)
+        if groups is not None:
+            batch = dataclasses.replace(batch, groups=[list(range(len(chunk)))])
         with torch.inference_mode():
             if unknown:
                 pred, nll = model.predict(batch), None
@@ -68,4 +97,8 @@ def score_sentences(
             log_loss=nll,
             num_tokens=None if nll is None else int(batch.mask.sum()),
         )
-    return Scores(metrics.compute(), unknown)
+    report = metrics.compute()
+    if groups is not None and decoder is not None and decoder.stats.get("groups", 0) > 0:
+        report["certified"] = decoder.stats.get("certified", 0) / decoder.stats["groups"]
+        report["decoder_iterations"] = decoder.stats.get("iterations", 0) / decoder.stats["groups"]
+    return Scores(report, unknown)

@@ -208,7 +208,7 @@ class TextTagger:
         """
         prepared = self._prepare(items)
         sentences = [Sentence([t.text for t in toks]) for _, toks in prepared]
-        return self._run(prepared, batch_size, progress, self._groups(group, sentences))
+        return self._run(prepared, batch_size, progress, self.groups_of(group, sentences))
 
     def predict_sentences(
         self,
@@ -222,10 +222,10 @@ class TextTagger:
 
         ``group="document"`` decodes each document (``doc_id``, e.g. CoNLL ``-DOCSTART-``) jointly.
         """
-        groups = self._groups(group, sentences)
+        groups = self.groups_of(group, sentences)
         return self._run([_joined(s.tokens) for s in sentences], batch_size, progress, groups)
 
-    def _groups(self, group: GroupBy, sentences: Sequence[Sentence]) -> list[list[int]] | None:
+    def groups_of(self, group: GroupBy, sentences: Sequence[Sentence]) -> list[list[int]] | None:
         """``group`` as lists of indices into ``sentences`` (each exactly once); ``None``: each alone.
 
         Raises:

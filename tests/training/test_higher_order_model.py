@@ -79,6 +79,49 @@ def test_a_higher_order_checkpoint_loads_tags_a_group_saves_and_reloads(
     assert all(isinstance(r["certified"], bool) for r in records)
 
 
+def test_evaluate_decodes_documents_jointly_and_reports_certificates(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    from crfhead.data.conll import read_conll
+    from crfhead.inference.scoring import score_sentences
+
+    conll = tmp_path / "test.conll"
+    conll.write_text(
+        "-DOCSTART- O\n\naiko O\nridora O\nsaid O\n\nridora O\nsaid O\nso O\n\n"
+        "-DOCSTART- O\n\nthe O\nplatform O\n\n",
+        encoding="utf-8",
+    )
+    tagger = crfhead.load(checkpoint)
+    sentences, _ = read_conll(conll, scheme=tagger.scheme, out_scheme=tagger.scheme)
+    alone = score_sentences(tagger, sentences).report
+    joint = score_sentences(tagger, sentences, group="document").report
+    assert "certified" not in alone
+    assert 0.0 <= joint["certified"] <= 1.0 and joint["decoder_iterations"] >= 1.0
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crfhead",
+            "evaluate",
+            "--model",
+            str(checkpoint),
+            "--input",
+            str(conll),
+            "--group",
+            "document",
+            "--output-json",
+            str(tmp_path / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    assert json.loads((tmp_path / "r.json").read_text())["certified"] == joint["certified"], (
+        out.stderr
+    )
+
+
 def test_group_is_refused_clearly(checkpoint: Path) -> None:
     tagger = crfhead.load(checkpoint)
     with pytest.raises(ValueError, match=r"exactly once, got \[\[0\]\]"):
