@@ -3,6 +3,11 @@
 * :func:`group_tweets` -- the seed's grouping of tweets (Qian & Liu, TACL 2014, "Global Features"):
   single-linkage clustering where two tweets are linked when they share more than ``threshold``
   distinct words (the seed: "if the similarity is greater than 4"), with no length normalisation.
+* :data:`PLACEHOLDERS`, :data:`STOPWORDS` -- words a grouping may leave out of the count
+  (``TweetGroups(ignore=["placeholders", "stopwords"])``): the corpus's ``_URL_``, ``_Mention_`` and
+  bracket tokens and the commonest English function words link unrelated tweets into one huge
+  component under single linkage;
+* :func:`group_statistics` -- what a grouping made of a split (sizes, tweets in multi-tweet groups);
 * :class:`Grouping` -- what the data module is given (``data.grouping`` in a config) to batch whole
   groups: :class:`TweetGroups` (:func:`group_tweets`) and :class:`DocumentGroups` (``doc_id``, e.g.
   CoNLL-2003 ``-DOCSTART-`` documents). Either may cut groups to ``max_size`` sentences
@@ -11,11 +16,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from crfhead.data.sentence import Sentence
 
-__all__ = ["DocumentGroups", "Grouping", "TweetGroups", "chunk", "group_tweets", "has_alnum"]
+__all__ = [
+    "IGNORE_SETS",
+    "PLACEHOLDERS",
+    "STOPWORDS",
+    "DocumentGroups",
+    "Grouping",
+    "TweetGroups",
+    "chunk",
+    "group_statistics",
+    "group_tweets",
+    "has_alnum",
+]
+
+PLACEHOLDERS = frozenset(
+    {"_url_", "_mention_", "-lrb-", "-rrb-", "-lsb-", "-rsb-", "-lcb-", "-rcb-"}
+)
+"""The placeholder tokens of the tweet corpora (lowercased): a URL, a user mention, brackets."""
+
+STOPWORDS = frozenset(
+    """a about after all also an and any are as at be been but by can could did do does for from
+    had has have he her him his how i if in into is it its just me more my no not now of on one
+    or our out over she so some than that the their them then there they this to too up us was we
+    were what when which who will with would you your rt via""".split()
+)
+"""The commonest English function words (lowercased), plus the tweet markers ``rt`` and ``via``."""
+
+IGNORE_SETS = {"placeholders": PLACEHOLDERS, "stopwords": STOPWORDS}
+"""Named word sets a :class:`TweetGroups` ``ignore`` list may give by name."""
 
 
 def has_alnum(token: str) -> bool:
@@ -42,7 +74,10 @@ class _UnionFind:
 
 
 def group_tweets(
-    sentences: Sequence[Sequence[str]], threshold: int = 4, lowercase: bool = True
+    sentences: Sequence[Sequence[str]],
+    threshold: int = 4,
+    lowercase: bool = True,
+    ignore: Collection[str] = (),
 ) -> list[list[int]]:
     """Group tweets by single linkage on the number of distinct words two tweets share.
 
@@ -62,6 +97,7 @@ def group_tweets(
         sentences: the tweets, as token sequences.
         threshold: link when the number of shared words is greater than this (``>= 0``).
         lowercase: compare words case-insensitively.
+        ignore: words never counted as shared (compared lowercased when ``lowercase``).
 
     Returns:
         Every tweet index in exactly one group; each group sorted, groups ordered by first index.
@@ -72,8 +108,10 @@ def group_tweets(
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     need = threshold + 1
+    skip = {w.lower() for w in ignore} if lowercase else set(ignore)
     words = [
-        {w.lower() if lowercase else w for w in sentence if has_alnum(w)} for sentence in sentences
+        {w.lower() if lowercase else w for w in sentence if has_alnum(w)} - skip
+        for sentence in sentences
     ]
     frequency: dict[str, int] = {}
     for ws in words:
@@ -112,6 +150,25 @@ def chunk(groups: Sequence[Sequence[int]], max_size: int | None) -> list[list[in
     return [list(g[i : i + max_size]) for g in groups for i in range(0, len(g), max_size)]
 
 
+def group_statistics(groups: Sequence[Sequence[int]]) -> dict[str, float]:
+    """What a grouping made of a split: how many groups, how large, how many sentences share one.
+
+    Returns:
+        ``groups``, ``sentences``, ``singletons``, ``in_multi`` (sentences in a group of two or
+        more), ``largest`` and ``mean_multi_size`` (the mean size of the groups of two or more).
+    """
+    sizes = [len(g) for g in groups]
+    multi = [n for n in sizes if n > 1]
+    return {
+        "groups": float(len(sizes)),
+        "sentences": float(sum(sizes)),
+        "singletons": float(sum(1 for n in sizes if n == 1)),
+        "in_multi": float(sum(multi)),
+        "largest": float(max(sizes, default=0)),
+        "mean_multi_size": sum(multi) / len(multi) if multi else 0.0,
+    }
+
+
 class Grouping:
     """How a split's sentences fall into groups: every index in exactly one group, in order.
 
@@ -132,7 +189,7 @@ class Grouping:
         return chunk(self.groups(sentences), self.max_size)
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({args})"
 
 
@@ -143,18 +200,33 @@ class TweetGroups(Grouping):
         threshold: link two tweets sharing more than this many distinct words.
         lowercase: compare words case-insensitively.
         max_size: see :class:`Grouping`.
+        ignore: words never counted as shared: words, or the names of :data:`IGNORE_SETS`
+            (``["placeholders", "stopwords"]``). The seed counts every word (the default).
+
+    Raises:
+        ValueError: a negative threshold; an ``ignore`` that is a single string.
     """
 
     def __init__(
-        self, threshold: int = 4, lowercase: bool = True, max_size: int | None = None
+        self,
+        threshold: int = 4,
+        lowercase: bool = True,
+        max_size: int | None = None,
+        ignore: Sequence[str] = (),
     ) -> None:
         if threshold < 0:
             raise ValueError(f"threshold must be >= 0, got {threshold}")
+        if isinstance(ignore, str):
+            raise ValueError(f"ignore must be a list of words or set names, got {ignore!r}")
         super().__init__(max_size)
         self.threshold, self.lowercase = threshold, lowercase
+        self.ignore = list(ignore)
+        self._skip = frozenset(w for name in ignore for w in IGNORE_SETS.get(name, (name,)))
 
     def groups(self, sentences: Sequence[Sentence]) -> list[list[int]]:  # noqa: D102
-        return group_tweets([s.tokens for s in sentences], self.threshold, self.lowercase)
+        return group_tweets(
+            [s.tokens for s in sentences], self.threshold, self.lowercase, self._skip
+        )
 
 
 class DocumentGroups(Grouping):

@@ -71,3 +71,30 @@ def test_ungrouped_batches_have_no_groups() -> None:
 def test_batch_sizes_below_one_are_refused() -> None:
     with pytest.raises(ValueError, match="batch_size=0"):
         TaggingDataModule(corpus=FinanceCorpus(train_docs=2, dev_docs=1, test_docs=1), batch_size=0)
+
+
+def test_ignored_words_never_link_two_tweets() -> None:
+    from crfhead.data.grouping import STOPWORDS, TweetGroups, group_statistics
+
+    a = Sentence("_URL_ via _Mention_ the new album is out".split())
+    b = Sentence("_url_ via _mention_ the new phone is here".split())
+    c = Sentence("the new album is out now on vinyl".split())
+    # a and b share _url_, via, _mention_, the, new, is: six words, more than the threshold of 4.
+    assert TweetGroups(threshold=4).groups([a, b, c]) == [[0, 1, 2]]
+    assert TweetGroups(threshold=4, ignore=["placeholders"]).groups([a, b, c]) == [[0, 2], [1]]
+    both = TweetGroups(threshold=1, ignore=["placeholders", "stopwords"])
+    assert both.groups([a, b, c]) == [[0, 2], [1]]  # a and c share "new" and "album"; b only "new"
+    assert "the" in STOPWORDS and "album" not in STOPWORDS
+    assert TweetGroups(threshold=4, ignore=["new", "is", "the"]).groups([a, b]) == [[0], [1]]
+    with pytest.raises(ValueError, match="ignore must be a list"):
+        TweetGroups(ignore="stopwords")  # type: ignore[arg-type]
+    assert "ignore=['placeholders']" in repr(TweetGroups(ignore=["placeholders"]))
+    stats = group_statistics([[0, 2], [1], [3, 4, 5]])
+    assert stats == {
+        "groups": 3.0,
+        "sentences": 6.0,
+        "singletons": 1.0,
+        "in_multi": 5.0,
+        "largest": 3.0,
+        "mean_multi_size": 2.5,
+    }
