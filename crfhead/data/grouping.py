@@ -7,6 +7,7 @@
   (``TweetGroups(ignore=["placeholders", "stopwords"])``): the corpus's ``_URL_``, ``_Mention_`` and
   bracket tokens and the commonest English function words link unrelated tweets into one huge
   component under single linkage;
+* :func:`group_folds` -- cross-validation folds that keep every group inside one fold;
 * :func:`group_statistics` -- what a grouping made of a split (sizes, tweets in multi-tweet groups);
 * :class:`Grouping` -- what the data module is given (``data.grouping`` in a config) to batch whole
   groups: :class:`TweetGroups` (:func:`group_tweets`) and :class:`DocumentGroups` (``doc_id``, e.g.
@@ -28,6 +29,7 @@ __all__ = [
     "Grouping",
     "TweetGroups",
     "chunk",
+    "group_folds",
     "group_statistics",
     "group_tweets",
     "has_alnum",
@@ -148,6 +150,34 @@ def chunk(groups: Sequence[Sequence[int]], max_size: int | None) -> list[list[in
     if max_size is None:
         return [list(g) for g in groups]
     return [list(g[i : i + max_size]) for g in groups for i in range(0, len(g), max_size)]
+
+
+def group_folds(groups: Sequence[Sequence[int]], k: int, seed: int = 13) -> list[list[int]]:
+    """``k`` test folds of sentence indices, each group whole inside one fold, sizes balanced.
+
+    The groups are shuffled by ``random.Random(seed)`` (Python guarantees its sequence across
+    versions and machines), then placed largest first, each into the fold with the fewest sentences
+    so far (ties: the lowest fold), so fold sizes differ by at most the largest group's size. Fold
+    ``i`` tests on ``folds[i]`` and trains on the rest.
+
+    Raises:
+        ValueError: ``k < 2``, more folds than groups, or groups that repeat a sentence.
+    """
+    import random
+
+    if k < 2 or k > len(groups):
+        raise ValueError(f"k={k} folds need 2 <= k <= {len(groups)} (the number of groups)")
+    flat = [i for g in groups for i in g]
+    if len(flat) != len(set(flat)):
+        raise ValueError("the groups repeat a sentence: each must be in exactly one group")
+    order = [list(g) for g in groups]
+    random.Random(seed).shuffle(order)
+    order.sort(key=len, reverse=True)  # stable: equal sizes keep the shuffled order
+    folds: list[list[int]] = [[] for _ in range(k)]
+    for group in order:
+        smallest = min(range(k), key=lambda f: (len(folds[f]), f))
+        folds[smallest].extend(group)
+    return [sorted(f) for f in folds]
 
 
 def group_statistics(groups: Sequence[Sequence[int]]) -> dict[str, float]:

@@ -98,3 +98,20 @@ def test_ignored_words_never_link_two_tweets() -> None:
         "largest": 3.0,
         "mean_multi_size": 2.5,
     }
+
+
+def test_group_folds_keep_groups_whole_and_balance_sizes() -> None:
+    from crfhead.data.grouping import group_folds
+
+    groups = [[0, 1, 2, 3, 4], [5], [6, 7], [8], [9, 10, 11], [12], [13, 14], [15]]
+    folds = group_folds(groups, 3, seed=1)
+    assert sorted(i for f in folds for i in f) == list(range(16))
+    for g in groups:
+        assert sum(set(g) <= set(f) for f in folds) == 1, g  # whole, in exactly one fold
+    sizes = [len(f) for f in folds]
+    assert max(sizes) - min(sizes) <= 5 and sizes == [6, 5, 5]
+    assert group_folds(groups, 3, seed=1) == folds  # deterministic
+    with pytest.raises(ValueError, match="2 <= k <= 8"):
+        group_folds(groups, 9)
+    with pytest.raises(ValueError, match="repeat a sentence"):
+        group_folds([[0, 1], [1]], 2)
