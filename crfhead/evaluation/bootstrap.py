@@ -84,6 +84,14 @@ def _count(metrics: TaggingMetrics, index: dict[str, int], out: np.ndarray) -> N
         out[index[typ]] = row
 
 
+def _f1_of(tp: np.ndarray, pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Element-wise F1 of true positives, predicted and gold counts; 0 where a ratio is 0 / 0."""
+    p = np.where(pred > 0, tp / np.maximum(pred, 1), 0.0)
+    r = np.where(gold > 0, tp / np.maximum(gold, 1), 0.0)
+    total = p + r
+    return np.where(total > 0, 2 * p * r / np.where(total > 0, total, 1.0), 0.0)
+
+
 def _f1(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Micro and macro F1 of summed counts ``(..., types, 3)``, with seqeval's zero-division rule.
 
@@ -91,14 +99,8 @@ def _f1(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     :meth:`TaggingMetrics.compute` takes it.
     """
     tp, pred, gold = counts[..., 0], counts[..., 1], counts[..., 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(pred > 0, tp / np.maximum(pred, 1), 0.0)
-        r = np.where(gold > 0, tp / np.maximum(gold, 1), 0.0)
-        f = np.where(p + r > 0, 2 * p * r / np.where(p + r > 0, p + r, 1.0), 0.0)
-        tps, preds, golds = tp.sum(-1), pred.sum(-1), gold.sum(-1)
-        mp = np.where(preds > 0, tps / np.maximum(preds, 1), 0.0)
-        mr = np.where(golds > 0, tps / np.maximum(golds, 1), 0.0)
-        micro = np.where(mp + mr > 0, 2 * mp * mr / np.where(mp + mr > 0, mp + mr, 1.0), 0.0)
+    f = _f1_of(tp, pred, gold)
+    micro = _f1_of(tp.sum(-1), pred.sum(-1), gold.sum(-1))
     seen = (pred + gold) > 0
     macro = np.where(seen, f, 0.0).sum(-1) / np.maximum(seen.sum(-1), 1)
     return micro, macro
