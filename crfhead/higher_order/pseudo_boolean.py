@@ -24,10 +24,15 @@ the true capacities, so their summed value is a guaranteed lower bound on the mi
 ``-K0 - flow`` a guaranteed upper bound on ``max f`` (the proof is in :func:`maximize`).
 
 The arc structure is built once per function and shared by every :meth:`QuadraticPB.with_linear`
-copy (the dual decomposition changes only the linear terms); the max-flow runs on the subgraph
-without the variables that have no pairwise term (see :class:`_Graph`). scipy's ``maximum_flow``
+copy (the dual decomposition changes only the linear terms). The default backend (``"auto"``) is
+the native Boykov–Kolmogorov kernel of :mod:`~crfhead.higher_order.native_maxflow`: float64
+capacities, one solve, its flow and search trees kept with the graph and reused by the next copy's
+solve (only terminal capacities differ), and a bound proven from the residual graph rather than by
+integer arithmetic (the proof is in that module). Where the kernel cannot be built (no compiler),
+``"auto"`` falls back to OR-Tools when installed, else to scipy's Dinic: scipy's ``maximum_flow``
 has no warm start (each call rebuilds its residual structure from the CSR input), so every round
-solves from zero. The optional backend ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``, Apache-2.0,
+solves from zero, on the subgraph without the variables that have no pairwise term (see
+:class:`_Graph`). The optional backend ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``, Apache-2.0,
 push–relabel on int64 capacities) keeps one solver per graph and only resets capacities.
 """
 
@@ -43,7 +48,10 @@ import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
-__all__ = ["BACKENDS", "QuadraticPB", "has_ortools", "maximize"]
+from crfhead.higher_order.native_maxflow import Maxflow
+from crfhead.higher_order.native_maxflow import bound as native_bound
+
+__all__ = ["BACKENDS", "QuadraticPB", "has_ortools", "maximize", "resolve_backend"]
 
 # Integer capacities of one round are at most 2**29: a residual arc (capacity plus the reverse arc's
 # flow) and the flow value (at most the cut of the best labelling so far, also scaled to 2**29) then
@@ -54,7 +62,27 @@ _EPS = float(np.finfo(np.float64).eps)
 # most 2**62.
 _TOP64 = float(2**62)
 
-BACKENDS = ("scipy", "ortools", "auto")
+BACKENDS = ("native", "scipy", "ortools", "auto")
+
+
+def resolve_backend(backend: str) -> str:
+    """The backend ``backend`` stands for (``"auto"``: native, else OR-Tools, else scipy).
+
+    ``"auto"`` is ``"native"`` where the kernel builds, else ``"ortools"`` where it is installed,
+    else ``"scipy"``.
+
+    Raises:
+        ValueError: ``backend`` is not one of :data:`BACKENDS`.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend != "auto":
+        return backend
+    from crfhead.higher_order.native_maxflow import available
+
+    if available():
+        return "native"
+    return "ortools" if has_ortools() else "scipy"
 
 
 @functools.cache
@@ -110,6 +138,7 @@ class _Graph(_Arcs):
 
     Attributes:
         base: ``(A,)`` float64, the pairwise capacities ``a/2`` (terminal arcs 0).
+        pairs: ``(u, v, a)``, each ``(p,)``: the merged pairwise terms, ``u < v``, ``a > 0``.
         source_arcs, sink_arcs: ``(n,)`` int64: the positions of ``s → u`` and of ``u → t``.
         half_degree: ``(n,)`` float64, ``½ Σ_{v~u} a_uv``.
         isolated: ``(n,)`` bool, the variables without a pairwise arc.
@@ -119,19 +148,37 @@ class _Graph(_Arcs):
     """
 
     base: np.ndarray
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray]
     source_arcs: np.ndarray
     sink_arcs: np.ndarray
     half_degree: np.ndarray
     isolated: np.ndarray
     flow_arcs: _Arcs
     kept: np.ndarray
-    _solvers: dict[str, _PushRelabel] = field(default_factory=dict, repr=False, compare=False)
+    _solvers: dict[str, _PushRelabel | Maxflow] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def push_relabel(self) -> _PushRelabel:
         """The OR-Tools solver over the subgraph, built on first use and kept with the graph."""
         if "ortools" not in self._solvers:
             self._solvers["ortools"] = _PushRelabel(self)
-        return self._solvers["ortools"]
+        solver = self._solvers["ortools"]
+        assert isinstance(solver, _PushRelabel)
+        return solver
+
+    def native(self) -> Maxflow:
+        """The native Boykov–Kolmogorov graph (pairwise arcs ``a/2`` each way), kept with the graph.
+
+        It keeps its flow and trees between solves: every ``with_linear`` copy's solve starts from
+        the previous one's.
+        """
+        if "native" not in self._solvers:
+            u, v, a = self.pairs
+            self._solvers["native"] = Maxflow(self.half_degree.shape[0], u, v, a / 2, a / 2)
+        solver = self._solvers["native"]
+        assert isinstance(solver, Maxflow)
+        return solver
 
 
 class _PushRelabel:
@@ -324,6 +371,7 @@ def _build_graph(pb: QuadraticPB) -> _Graph:
         indptr=_indptr(tails, n + 2),
         indices=heads.astype(np.int32),
         base=caps[order],
+        pairs=(pu, pv, pa),
         source_arcs=position[2 * p : 2 * p + n],
         sink_arcs=position[2 * p + 2 * n : 2 * p + 3 * n],
         half_degree=half_degree,
@@ -379,7 +427,7 @@ def _dinic(graph: _Graph, integer: np.ndarray) -> tuple[np.ndarray, int, np.ndar
 
 
 def maximize(
-    pb: QuadraticPB, *, tolerance: float = 0.0, max_rounds: int = 8, backend: str = "scipy"
+    pb: QuadraticPB, *, tolerance: float = 0.0, max_rounds: int = 8, backend: str = "auto"
 ) -> tuple[np.ndarray, float, float]:
     """Maximise ``pb`` by minimum cut: ``(x, value, bound)``.
 
@@ -404,18 +452,21 @@ def maximize(
             CoNLL pattern graphs, while one int32 round alone can leave a gap of a few score units
             on a 10⁴-node graph.
         max_rounds: the most integer max-flow rounds (each at a finer scale), at least 1.
-        backend: one of :data:`BACKENDS`: ``"scipy"`` (the default, Dinic on int32 capacities, the
-            reference results) or ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``, push–relabel on int64
-            capacities scaled to ``2**62`` of their sum, so one round usually reaches round-off; the
-            optional package ``ortools``), or ``"auto"``: ``"ortools"`` when it is installed, else
-            ``"scipy"``. Both return a true bound and the minimal minimum cut of their integer
-            capacities; labellings can differ only where the maximum is tied up to the rounding.
+        backend: one of :data:`BACKENDS`: ``"native"`` (Boykov–Kolmogorov in float64 with tree
+            reuse, :mod:`~crfhead.higher_order.native_maxflow`; one solve, so ``tolerance`` and
+            ``max_rounds`` do not apply), ``"scipy"`` (Dinic on int32 capacities in refinement
+            rounds, the reference results), ``"ortools"`` (OR-Tools' ``SimpleMaxFlow``,
+            push–relabel on int64 capacities scaled to ``2**62`` of their sum, so one round
+            usually reaches round-off; the optional package ``ortools``), or ``"auto"`` (the
+            default, :func:`resolve_backend`: native where it builds). Every backend returns a
+            true bound and the minimal minimum cut (the sink side is what the source cannot reach);
+            labellings can differ only where the maximum is tied up to the rounding.
 
     Raises:
         ImportError: ``backend="ortools"`` without the ``ortools`` package.
+        RuntimeError: ``backend="native"`` where the kernel cannot be built.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    backend = resolve_backend(backend)
     if max_rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {max_rounds}")
     if not tolerance >= 0.0:
@@ -426,6 +477,11 @@ def maximize(
         return np.zeros(0, dtype=np.bool_), pb.constant, pb.constant
     graph = pb._graph_structure()
     w = -pb.linear - graph.half_degree
+    if backend == "native":
+        x, parts = graph.native().solve(w)
+        value = pb.value(x)
+        bound = native_bound(pb.constant, parts, magnitude, n + pb.left.shape[0])
+        return x, value, max(bound, value)
     capacity = graph.base.copy()
     capacity[graph.source_arcs] = np.maximum(w, 0.0)
     capacity[graph.sink_arcs] = np.maximum(-w, 0.0)
@@ -438,8 +494,6 @@ def maximize(
     )
     in_t = np.zeros(n + 2, dtype=np.bool_)
     in_t[n + 1] = True
-    if backend == "auto":
-        backend = "ortools" if has_ortools() else "scipy"
     solver = None if backend == "scipy" else graph.push_relabel()
 
     def cut_arcs(x: np.ndarray) -> np.ndarray:

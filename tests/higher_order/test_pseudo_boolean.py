@@ -17,7 +17,20 @@ from hypothesis import strategies as st
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
-from crfhead.higher_order.pseudo_boolean import QuadraticPB, _aligned_flow, has_ortools, maximize
+from crfhead.higher_order import native_maxflow
+from crfhead.higher_order.pseudo_boolean import (
+    QuadraticPB,
+    _aligned_flow,
+    has_ortools,
+    maximize,
+    resolve_backend,
+)
+
+NATIVE = pytest.param(
+    "native",
+    marks=pytest.mark.skipif(not native_maxflow.available(), reason="no native max-flow kernel"),
+)
+BACKENDS = [NATIVE, "scipy"]
 
 
 def _all_values(pb: QuadraticPB) -> np.ndarray:
@@ -66,18 +79,19 @@ def _check_against_enumeration(pb: QuadraticPB, x: np.ndarray, value: float, bou
     assert bound - value <= tiny
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 12))
-def test_maximize_matches_enumeration(seed: int, n: int) -> None:
+def test_maximize_matches_enumeration(backend: str, seed: int, n: int) -> None:
     pb = _random_pb(seed, n)
-    _check_against_enumeration(pb, *maximize(pb))
+    _check_against_enumeration(pb, *maximize(pb, backend=backend))
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), rounds=st.integers(1, 3))
 def test_every_round_count_gives_a_true_bound(seed: int, n: int, rounds: int) -> None:
     pb = _random_pb(seed, n)
-    x, value, bound = maximize(pb, max_rounds=rounds)
+    x, value, bound = maximize(pb, max_rounds=rounds, backend="scipy")
     best = float(_all_values(pb).max())
     assert value == pb.value(x)
     assert bound >= best >= value - 1e-9 * max(1.0, _magnitude(pb))
@@ -92,16 +106,16 @@ def test_one_round_is_too_coarse_and_refinement_fixes_it() -> None:
     quadratic = rng.uniform(0.5, 1.5, left.shape[0])
     linear = np.concatenate([[1e9, -1e9], rng.normal(-0.7, 0.6, n - 2)])
     pb = QuadraticPB(linear, left, right, quadratic)
-    coarse = maximize(pb, max_rounds=1)
+    coarse = maximize(pb, max_rounds=1, backend="scipy")
     best = float(_all_values(pb).max())
     assert coarse[2] >= best
     assert coarse[2] - coarse[1] > 1e-3  # the one-round bound is loose here ...
-    _check_against_enumeration(pb, *maximize(pb))  # ... and the refined one exact
+    _check_against_enumeration(pb, *maximize(pb, backend="scipy"))  # ... and the refined one exact
 
 
 def test_tolerance_stops_refining_early_with_a_true_bound() -> None:
     pb = _random_pb(11, 12)
-    x, value, bound = maximize(pb, tolerance=1e300)
+    x, value, bound = maximize(pb, tolerance=1e300, backend="scipy")
     assert bound >= float(_all_values(pb).max())
     assert value == pb.value(x)
 
@@ -126,8 +140,9 @@ def _milp_max(pb: QuadraticPB) -> float:
     return pb.constant - float(result.fun)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", range(3))
-def test_maximize_matches_milp_on_larger_functions(seed: int) -> None:
+def test_maximize_matches_milp_on_larger_functions(seed: int, backend: str) -> None:
     rng = np.random.default_rng(100 + seed)
     n, m = 150, 1200
     left, right = rng.integers(0, n, m), rng.integers(0, n, m)
@@ -138,7 +153,7 @@ def test_maximize_matches_milp_on_larger_functions(seed: int) -> None:
     np.add.at(half, left, quadratic / 2)
     np.add.at(half, right, quadratic / 2)
     pb = QuadraticPB(-half + rng.normal(0, 1.0, n) * half, left, right, quadratic, 1.5)
-    x, value, bound = maximize(pb)
+    x, value, bound = maximize(pb, backend=backend)
     best = _milp_max(pb)
     tiny = 1e-7 * max(1.0, _magnitude(pb))
     assert 0.05 < x.mean() < 0.95  # a non-trivial cut
@@ -279,3 +294,5 @@ def test_auto_uses_a_backend_that_is_there() -> None:
     pb = _random_pb(3, 8)
     _check_against_enumeration(pb, *maximize(pb, backend="auto"))
     assert isinstance(has_ortools(), bool)
+    want = "native" if native_maxflow.available() else "ortools" if has_ortools() else "scipy"
+    assert resolve_backend("auto") == want

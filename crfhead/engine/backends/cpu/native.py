@@ -36,6 +36,7 @@ __all__ = [
     "NO_OPENMP",
     "OPENMP",
     "SOURCE",
+    "build_library",
     "entries",
     "library_path",
     "load",
@@ -80,18 +81,23 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def library_path(compiler: str, flags: tuple[str, ...] = FLAGS + OPENMP) -> Path:
-    """Where the library built by ``compiler`` with ``flags`` from the current source is cached."""
+def library_path(
+    compiler: str, flags: tuple[str, ...] = FLAGS + OPENMP, source: Path = SOURCE
+) -> Path:
+    """Where the library built by ``compiler`` with ``flags`` from ``source`` as it is now is cached.
+
+    The name is the source's stem and a hash of the source, the compiler, the flags and the CPU model.
+    """
     key = hashlib.sha256()
     for part in (
-        SOURCE.read_bytes(),
+        source.read_bytes(),
         compiler.encode(),
         " ".join(flags).encode(),
         _cpu_model().encode(),
     ):
         key.update(part)
     cache = Path(os.environ.get("CRFHEAD_CACHE") or Path.home() / ".cache" / "crfhead")
-    return cache / f"chain_cpu_{key.hexdigest()[:16]}.so"
+    return cache / f"{source.stem}_{key.hexdigest()[:16]}.so"
 
 
 def _record(lib: Path) -> Path:
@@ -122,13 +128,14 @@ def cached(lib: Path) -> bool:
     return ok
 
 
-def _compile(exe: str, flags: tuple[str, ...], lib: Path) -> None:
-    """Compile the source into ``lib`` and record its fingerprint, atomically (processes may race).
+def _compile(exe: str, flags: tuple[str, ...], lib: Path, source: Path = SOURCE) -> None:
+    """Compile ``source`` into ``lib`` and record its fingerprint, atomically (processes may race).
 
     Says so in one line on stderr: the first call that needs the kernel pauses for it.
     """
+    what = "the CPU kernel (~10 s" if source == SOURCE else f"{source.name} (a few seconds"
     print(
-        f"crfhead: compiling the CPU kernel (~10 s, once; cached in {lib.parent})",
+        f"crfhead: compiling {what}, once; cached in {lib.parent})",
         file=sys.stderr,
         flush=True,
     )
@@ -137,10 +144,10 @@ def _compile(exe: str, flags: tuple[str, ...], lib: Path) -> None:
     os.close(fd)
     try:
         done = subprocess.run(
-            [exe, *flags, str(SOURCE), "-o", tmp], capture_output=True, text=True, timeout=600
+            [exe, *flags, str(source), "-o", tmp], capture_output=True, text=True, timeout=600
         )
         if done.returncode != 0:
-            raise RuntimeError(f"compiling {SOURCE.name} failed: {done.stderr.strip()[-500:]}")
+            raise RuntimeError(f"compiling {source.name} failed: {done.stderr.strip()[-500:]}")
         # The record first: a reader between the two renames sees a mismatch and rebuilds.
         fd, tmp_record = tempfile.mkstemp(suffix=".sha256", dir=lib.parent)
         with os.fdopen(fd, "w") as handle:
@@ -152,12 +159,38 @@ def _compile(exe: str, flags: tuple[str, ...], lib: Path) -> None:
             os.unlink(tmp)
 
 
-def _build() -> Path:
-    """The cached library, built first if needed (with OpenMP where the compiler has it)."""
+def _compiler() -> tuple[str, str]:
+    """``(name, executable)`` of the C++ compiler (``$CXX``, else ``c++``).
+
+    Raises:
+        RuntimeError: there is none.
+    """
     compiler = os.environ.get("CXX") or "c++"
     exe = shutil.which(compiler)
     if exe is None:
         raise RuntimeError(f"no C++ compiler found (tried {compiler!r}; set $CXX)")
+    return compiler, exe
+
+
+def build_library(source: Path, flags: tuple[str, ...] = FLAGS) -> Path:
+    """The shared library of another kernel ``source``, built with ``flags`` on first use and cached.
+
+    The same cache, key, fingerprint check and atomic write as this backend's own library (module
+    docstring); for kernels that need neither OpenMP nor the thread setter.
+
+    Raises:
+        RuntimeError: no compiler, or the compilation failed (its last lines quoted).
+    """
+    compiler, exe = _compiler()
+    lib = library_path(compiler, flags, source)
+    if not cached(lib):
+        _compile(exe, flags, lib, source)
+    return lib
+
+
+def _build() -> Path:
+    """The cached library, built first if needed (with OpenMP where the compiler has it)."""
+    compiler, exe = _compiler()
     lib = library_path(compiler, FLAGS + OPENMP)
     fallback = library_path(compiler, FLAGS + NO_OPENMP)
     if os.environ.get("CRFHEAD_CPU_OPENMP") == "0":  # opt out (e.g. a clash of OpenMP runtimes)
