@@ -20,7 +20,7 @@ so runs when the data module loads its corpus, before any trainer exists.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from crfhead.data.conll import read_conll
@@ -31,7 +31,14 @@ from crfhead.data.paths import data_path
 from crfhead.data.sentence import Sentence
 from crfhead.data.tokenize import LetterTokenizer, RegexTokenizer, Tokenizer
 
-__all__ = ["CoNLLCorpus", "Corpus", "FinanceCorpus", "MSM2013Corpus", "require_sentences"]
+__all__ = [
+    "CoNLLCorpus",
+    "Corpus",
+    "FinanceCorpus",
+    "InMemoryCorpus",
+    "MSM2013Corpus",
+    "require_sentences",
+]
 
 Splits = dict[str, list[Sentence]]
 
@@ -180,3 +187,37 @@ class CoNLLCorpus(Corpus):
             # even opened (and before a bad line in them could be the first error reported).
             require_sentences({split: out[split]}, sources)
         return out
+
+
+class InMemoryCorpus(Corpus):
+    """Splits already in memory: one fold of a cross-validation, sentences built by code.
+
+    Args:
+        splits: ``train``, ``dev`` and ``test`` sentences (not copied: the data module converts tags
+            in place only when ``scheme`` differs from the one it trains in).
+        scheme: the scheme of their tags.
+        tokenizer: the rule raw text is split by at tagging (the source corpus's).
+
+    Raises:
+        ValueError: a split missing or empty.
+    """
+
+    def __init__(
+        self,
+        splits: Mapping[str, Sequence[Sentence]],
+        scheme: str = "BIO",
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        missing = [name for name in ("train", "dev", "test") if name not in splits]
+        if missing:
+            raise ValueError(f"InMemoryCorpus needs train, dev and test splits; missing {missing}")
+        self._splits = {name: list(split) for name, split in splits.items()}
+        self.scheme = scheme
+        if tokenizer is not None:
+            self.tokenizer = tokenizer
+
+    def load(self) -> Splits:  # noqa: D102
+        return require_sentences(
+            {name: list(split) for name, split in self._splits.items()},
+            dict.fromkeys(self._splits, "the in-memory splits"),
+        )

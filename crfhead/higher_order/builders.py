@@ -4,8 +4,9 @@
   :mod:`crfhead.data.grouping` (the data module batches by it).
 * :func:`consistency_patterns` -- the seed's group-level consistency feature: two identical phrases
   of a group rewarded for taking the same label subsequence (document-level consistency as in
-  Finkel et al. 2005 and Krishnan & Manning 2006), restricted to the subsequences that make the
-  phrase one entity of some type, or all ``O``.
+  Finkel et al. 2005 and Krishnan & Manning 2006): by default restricted to the subsequences that
+  make the phrase one entity of some type, or all ``O``; ``readings="all"`` is the seed's feature
+  in full (every label subsequence the scheme allows).
 * :func:`skip_patterns` -- skip-chain edges between identical capitalised tokens of a document
   (Sutton & McCallum 2004; Finkel et al. 2005; Krishnan & Manning 2006): a same-label reward.
 
@@ -20,9 +21,13 @@ from collections.abc import Mapping, Sequence
 
 from crfhead.data.grouping import group_tweets, has_alnum
 from crfhead.higher_order.patterns import Pattern, merge_patterns
-from crfhead.schemes import Span, canonical_scheme, entity_types, spans_to_tags
+from crfhead.schemes import Span, allowed_transitions, canonical_scheme, entity_types, spans_to_tags
 
-__all__ = ["consistency_patterns", "group_tweets", "skip_patterns"]
+__all__ = ["READINGS", "consistency_patterns", "group_tweets", "skip_patterns"]
+
+READINGS = ("entities", "all")
+"""What :func:`consistency_patterns` rewards two identical phrases for sharing: one entity reading
+or all ``O`` (``"entities"``), or any label subsequence the scheme allows (``"all"``, the seed's)."""
 
 
 def _label_index(labels: Sequence[str]) -> dict[str, int]:
@@ -57,14 +62,19 @@ def consistency_patterns(
     weight: float | Mapping[str, float] = 1.0,
     max_length: int = 3,
     lowercase: bool = True,
+    readings: str = "entities",
 ) -> list[Pattern]:
     """Patterns rewarding two identical phrases of a group for taking the same label subsequence.
 
-    The seed's feature fires for any shared label subsequence; here the candidates are the
-    subsequences that make the phrase exactly one entity of type ``X`` under ``scheme`` (BIOES:
-    ``S-X`` for one token, ``B-X (I-X)* E-X``; BIO: ``B-X I-X*``; IO and IOB1 alike, through
-    :func:`crfhead.schemes.spans_to_tags`), and all ``O``. Each candidate of each pair of
-    occurrences is one pattern of ``2n`` cells with score ``weight`` (of ``X``, or of ``"O"``).
+    The seed's feature fires for any shared label subsequence (``readings="all"``: every sequence
+    of ``n`` labels whose adjacent pairs the scheme allows,
+    :func:`crfhead.schemes.allowed_transitions`; a sequence it forbids can never hold, so nothing
+    is lost; its kind is the type of its first entity label, or ``"O"``). By default
+    (``"entities"``) the candidates are the subsequences that make the phrase exactly one entity of
+    type ``X`` under ``scheme`` (BIOES: ``S-X`` for one token, ``B-X (I-X)* E-X``; BIO:
+    ``B-X I-X*``; IO and IOB1 alike, through :func:`crfhead.schemes.spans_to_tags`), and all ``O``.
+    Each candidate of each pair of occurrences is one pattern of ``2n`` cells with score ``weight``
+    (of ``X``, or of ``"O"``).
 
     Decisions:
 
@@ -81,7 +91,8 @@ def consistency_patterns(
       location in both is a different claim from ``New York`` being one) but lose the all-``O``
       candidate, which the covering pair already rewards; otherwise a repeated ``n``-token phrase
       would earn the all-``O`` reward once per sub-phrase (``n(n+1)/2`` times) against one reward
-      per entity reading, a bias towards ``O``.
+      per entity reading, a bias towards ``O``. With ``readings="all"`` every candidate of every
+      pair is kept, as the seed's feature counts every identical sub-phrase.
 
     Args:
         group: the sentences of the group, as token sequences.
@@ -90,6 +101,7 @@ def consistency_patterns(
         weight: the score of every pattern, or a mapping from each entity type and ``"O"`` to one.
         max_length: the longest phrase, in tokens (``>= 1``).
         lowercase: compare tokens case-insensitively.
+        readings: one of :data:`READINGS`.
 
     Returns:
         The patterns, ordered by pair (first occurrence, second occurrence, length), then
@@ -98,11 +110,13 @@ def consistency_patterns(
     Raises:
         ValueError: an unknown scheme, a label invalid in it, duplicated labels, a label that a
             candidate needs missing from ``labels``, a weight mapping with missing or unknown keys,
-            or ``max_length < 1``.
+            ``max_length < 1`` or an unknown ``readings``.
     """
     scheme = canonical_scheme(scheme)
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
+    if readings not in READINGS:
+        raise ValueError(f"readings must be one of {READINGS}, got {readings!r}")
     index = _label_index(labels)
     types = entity_types(labels, scheme)  # also validates every label
     w = _weights(weight, [*types, "O"], "entity types and 'O'")
@@ -122,6 +136,8 @@ def consistency_patterns(
         + [("O", ids(["O"] * n))]
         for n in range(1, max_length + 1)
     }
+    if readings == "all":
+        candidates = _all_sequences(labels, scheme, max_length)
 
     keyed = [[tok.lower() if lowercase else tok for tok in sentence] for sentence in group]
     # A chosen pair: (b1, t1, b2, t2, n) with (b1, t1) < (b2, t2).
@@ -152,7 +168,7 @@ def consistency_patterns(
     out: list[Pattern] = []
     for pair in sorted(chosen):
         b1, t1, b2, t2, n = pair
-        drop_o = covered(pair)
+        drop_o = readings == "entities" and covered(pair)
         for key, seq in candidates[n]:
             if key == "O" and drop_o:
                 continue
@@ -160,6 +176,21 @@ def consistency_patterns(
             cells += [(b2, t2 + i, k) for i, k in enumerate(seq)]
             out.append(Pattern(tuple(cells), w[key]))
     return merge_patterns(out)
+
+
+def _all_sequences(
+    labels: Sequence[str], scheme: str, max_length: int
+) -> dict[int, list[tuple[str, tuple[int, ...]]]]:
+    """Per length ``n``, every label sequence the scheme allows inside a sentence, with its kind."""
+    allowed = allowed_transitions(labels, scheme)[0].tolist()
+    kinds = ["O" if lab == "O" else lab.partition("-")[2] for lab in labels]
+    seqs: list[tuple[int, ...]] = [(k,) for k in range(len(labels))]
+    out: dict[int, list[tuple[str, tuple[int, ...]]]] = {}
+    for n in range(1, max_length + 1):
+        if n > 1:
+            seqs = [(*s, k) for s in seqs for k in range(len(labels)) if allowed[s[-1]][k]]
+        out[n] = [(next((kinds[k] for k in s if kinds[k] != "O"), "O"), s) for s in seqs]
+    return out
 
 
 def skip_patterns(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crfhead.higher_order.builders import consistency_patterns, skip_patterns
+from crfhead.higher_order.builders import READINGS, consistency_patterns, skip_patterns
 from crfhead.higher_order.patterns import Pattern
 from crfhead.schemes import entity_types
 
@@ -69,15 +69,27 @@ class Consistency(Factors):
         lowercase: compare tokens case-insensitively.
         min_sentences: groups of fewer sentences get no patterns (2: phrases are linked across
             tweets only, never within a tweet alone, as the seed's tweet groups are decoded).
+        readings: ``"entities"`` (one entity reading or all ``O``) or ``"all"`` (the seed's
+            feature: any label subsequence; see
+            :func:`~crfhead.higher_order.builders.consistency_patterns`).
     """
 
-    def __init__(self, max_length: int = 3, lowercase: bool = True, min_sentences: int = 1) -> None:
+    def __init__(
+        self,
+        max_length: int = 3,
+        lowercase: bool = True,
+        min_sentences: int = 1,
+        readings: str = "entities",
+    ) -> None:
         if max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {max_length}")
         if min_sentences < 1:
             raise ValueError(f"min_sentences must be >= 1, got {min_sentences}")
         self.max_length, self.lowercase = max_length, lowercase
         self.min_sentences = min_sentences
+        if readings not in READINGS:
+            raise ValueError(f"readings must be one of {READINGS}, got {readings!r}")
+        self.readings = readings
 
     def kinds(self, labels: Sequence[str], scheme: str) -> list[str]:  # noqa: D102
         return [*entity_types(labels, scheme), "O"]
@@ -88,11 +100,18 @@ class Consistency(Factors):
         if len(group) < self.min_sentences:
             return []
         return consistency_patterns(
-            group, labels, scheme, 1.0, max_length=self.max_length, lowercase=self.lowercase
+            group,
+            labels,
+            scheme,
+            1.0,
+            max_length=self.max_length,
+            lowercase=self.lowercase,
+            readings=self.readings,
         )
 
     def kind(self, pattern: Pattern, labels: Sequence[str]) -> str:  # noqa: D102
-        # An entity reading has a non-O cell; the all-O reading has none.
+        # An entity reading has a non-O cell; the all-O reading has none. A reading of several
+        # entities (readings="all") is of its first one's type.
         typed = [_label_type(labels[k]) for _, _, k in pattern.cells if labels[k] != "O"]
         return typed[0] if typed else "O"
 

@@ -18,9 +18,8 @@ The joint decoders of :mod:`crfhead.higher_order` must beat this cheap baseline.
   reach the unchanged :class:`~crfhead.encoders.IndicatorEncoder`: the strings ride in
   ``Sentence.columns[COLUMN]`` (space-separated), the collator appends their ids (from the extended
   feature vocabulary: the first stage's, with the new strings after it) to the local features'.
-* :func:`train_tagger`, :func:`predict_tags` -- a plain PyTorch training loop (the
-  :class:`~crfhead.training.module.TaggerModule`'s own optimiser, norm clipping, best epoch on dev)
-  and batched Viterbi tagging.
+* the fold models train with :func:`~crfhead.higher_order.fold_training.train_tagger` (a plain
+  PyTorch loop) and tag with :func:`~crfhead.higher_order.fold_training.predict_tags`.
 
 Labels in the features are entity *types* or ``O`` (the type of the first stage's entity covering
 the token, read with :func:`crfhead.schemes.tags_to_spans`), not scheme tags, so ``Smith`` as the
@@ -29,7 +28,6 @@ the token, read with :func:`crfhead.schemes.tags_to_spans`), not scheme tags, so
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import random
 from collections import Counter
@@ -41,9 +39,8 @@ import torch
 from crfhead.data.batching import Batch, Collator
 from crfhead.data.sentence import Sentence
 from crfhead.data.vocab import Vocab
-from crfhead.evaluation.metrics import TaggingMetrics
+from crfhead.higher_order.fold_training import predict_tags, train_tagger
 from crfhead.schemes import tags_to_spans
-from crfhead.training.module import TaggerModule
 
 __all__ = [
     "COLUMN",
@@ -53,8 +50,6 @@ __all__ = [
     "jackknife_tags",
     "majority",
     "majority_features",
-    "predict_tags",
-    "train_tagger",
     "with_features",
 ]
 
@@ -358,78 +353,3 @@ def jackknife_tags(
     if missing:
         raise ValueError(f"sentences {missing[:5]} are in no group")
     return [t for t in out if t is not None]
-
-
-def predict_tags(
-    model: TaggerModule,
-    collate: Any,
-    sentences: Sequence[Sentence],
-    batch_size: int = 128,
-) -> list[list[str]]:
-    """The model's Viterbi tags of every sentence (in order)."""
-    model.eval()
-    out: list[list[str]] = []
-    with torch.inference_mode():
-        for i in range(0, len(sentences), batch_size):
-            out.extend(model.tagger.predict(collate(list(sentences[i : i + batch_size]))))
-    return out
-
-
-def _f1(model: TaggerModule, collate: Any, sentences: Sequence[Sentence]) -> float:
-    metrics = TaggingMetrics(model.tagger.labels.scheme)
-    metrics.update([s.tags or [] for s in sentences], predict_tags(model, collate, sentences))
-    return float(metrics.compute()["f1"])
-
-
-def train_tagger(
-    hparams: dict[str, Any],
-    vocabs: dict[str, Any],
-    collate: Any,
-    train: Sequence[Sentence],
-    epochs: int,
-    dev: Sequence[Sentence] = (),
-    batch_size: int = 32,
-    clip: float = 5.0,
-    seed: int = 0,
-) -> tuple[TaggerModule, list[float]]:
-    """Train a fresh :class:`TaggerModule` (``hparams`` of the first stage, ``vocabs``) on ``train``.
-
-    AdamW from the module's own :meth:`~TaggerModule.configure_optimizers` (no warm-up), gradients
-    clipped to norm ``clip`` (Lightning's ``gradient_clip_val``), batches of ``batch_size`` in a
-    seeded shuffle per epoch. With ``dev`` the weights of the epoch with the best dev F1 are kept
-    (as the first stage's ``ModelCheckpoint`` on ``val/f1``); without, the last epoch's.
-
-    Returns:
-        The model (in eval mode) and the dev F1 after each epoch (empty without ``dev``).
-    """
-    if epochs < 1:
-        raise ValueError(f"epochs must be >= 1, got {epochs}")
-    torch.manual_seed(seed)
-    keep = ("encoder", "head", "constrained", "lr", "backbone_lr", "weight_decay", "optimizer")
-    model = TaggerModule(
-        vocabs=vocabs, warmup_ratio=0.0, **{k: hparams[k] for k in keep if k in hparams}
-    )
-    optimizer = model.configure_optimizers()
-    assert isinstance(optimizer, torch.optim.Optimizer)
-    generator = random.Random(seed)
-    history: list[float] = []
-    best: tuple[float, dict[str, Any]] | None = None
-    for _ in range(epochs):
-        model.train()
-        order = list(range(len(train)))
-        generator.shuffle(order)
-        for i in range(0, len(order), batch_size):
-            batch = collate([train[j] for j in order[i : i + batch_size]])
-            loss = model.tagger.loss(batch, reduction="mean")
-            optimizer.zero_grad()
-            loss.backward()  # type: ignore[no-untyped-call]
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            optimizer.step()
-        if dev:
-            f1 = _f1(model, collate, dev)
-            history.append(f1)
-            if best is None or f1 > best[0]:
-                best = (f1, copy.deepcopy(model.state_dict()))
-    if best is not None:
-        model.load_state_dict(best[1])
-    return model.eval(), history

@@ -19,13 +19,12 @@ from crfhead.data.datamodule import collator_for
 from crfhead.data.sentence import Sentence
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.higher_order.corpus_setup import group_sentences, lowercases
+from crfhead.higher_order.fold_training import predict_tags, train_tagger
 from crfhead.higher_order.two_stage import (
     TwoStageCollator,
     extend_vocabs,
     jackknife_tags,
     majority_features,
-    predict_tags,
-    train_tagger,
     with_features,
 )
 from crfhead.training.module import TaggerModule
@@ -137,10 +136,10 @@ class TwoStage:
         )
         self.fit_seconds = time.perf_counter() - began
 
-    def evaluate(
+    def predict(
         self, sentences: Sequence[Sentence], groups: Sequence[Sequence[int]]
-    ) -> dict[str, float]:
-        """F1 micro/macro and the pipeline's milliseconds per group on the ``groups`` of ``sentences``.
+    ) -> list[list[str]]:
+        """The second stage's tags of every sentence of ``groups`` (ascending sentence order).
 
         Raises:
             RuntimeError: :meth:`fit` has not run.
@@ -151,11 +150,22 @@ class TwoStage:
         where = {i: j for j, i in enumerate(picked)}
         subset = [sentences[i] for i in picked]
         local = [[where[i] for i in g] for g in groups]
+        return predict_tags(self.second, self.collate, self.stage_one(subset, local))
+
+    def evaluate(
+        self, sentences: Sequence[Sentence], groups: Sequence[Sequence[int]]
+    ) -> dict[str, float]:
+        """F1 micro/macro and the pipeline's milliseconds per group on the ``groups`` of ``sentences``.
+
+        Raises:
+            RuntimeError: :meth:`fit` has not run.
+        """
+        picked = sorted(i for g in groups for i in g)
         began = time.perf_counter()
-        pred = predict_tags(self.second, self.collate, self.stage_one(subset, local))
+        pred = self.predict(sentences, groups)
         seconds = time.perf_counter() - began
         metrics = TaggingMetrics(self.scheme)
-        metrics.update([s.tags or [] for s in subset], pred)
+        metrics.update([sentences[i].tags or [] for i in picked], pred)
         out = metrics.compute()
         return {
             "f1": out["f1"],

@@ -17,6 +17,7 @@ from crfhead.data.corpora import FinanceCorpus
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.data.sentence import Sentence
 from crfhead.higher_order import two_stage
+from crfhead.higher_order.fold_training import predict_tags, train_tagger
 from crfhead.higher_order.two_stage import (
     COLUMN,
     TwoStageCollator,
@@ -25,8 +26,6 @@ from crfhead.higher_order.two_stage import (
     jackknife_tags,
     majority,
     majority_features,
-    predict_tags,
-    train_tagger,
     with_features,
 )
 
