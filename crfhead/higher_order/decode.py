@@ -8,6 +8,8 @@
 * ``"ilp"``: exact MAP by HiGHS (:mod:`~crfhead.higher_order.ilp`), for validation.
 
 A group without patterns returns the Viterbi labelling, certified, at iteration 1, whatever the method.
+:class:`PreparedGroup` validates a group once and decodes it at any weight of its patterns, reusing
+the 2-slave structure between weights.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from torch import Tensor
 
@@ -22,7 +25,10 @@ from crfhead.higher_order.group import Group, prepare, viterbi_rows
 from crfhead.higher_order.patterns import Pattern
 from crfhead.higher_order.result import DecodeResult, certifies
 
-__all__ = ["METHODS", "decode"]
+if TYPE_CHECKING:
+    from crfhead.higher_order.dd2slave import TwoSlave
+
+__all__ = ["METHODS", "PreparedGroup", "decode"]
 
 METHODS = ("viterbi", "dd2slave", "dd_factor", "ilp")
 
@@ -68,6 +74,90 @@ def _ilp(group: Group) -> DecodeResult:
     )
 
 
+class PreparedGroup:
+    """A group validated once and decoded at any weight of its patterns (a dev grid, a tuned scale).
+
+    ``PreparedGroup(...).decode(scale)`` equals :func:`decode` of the same group with every pattern
+    score (size-1 patterns included) times ``scale``; ``scale = 0`` is the chains alone. With
+    ``dd2slave`` the reparameterisation, the cut graph and its flow are built on the first call and
+    only rescaled by the next ones, whose multipliers start from the previous call's (scaled; see
+    :class:`~crfhead.higher_order.dd2slave.TwoSlave`).
+
+    Args:
+        emissions: ``(B, T, K)``, the group's sentences.
+        transitions: ``(K, K)`` ``[from, to]``.
+        start: ``(K,)`` or ``None`` (zeros).
+        end: ``(K,)`` or ``None`` (zeros).
+        mask: ``(B, T)`` bool or ``None`` (all on); holes allowed.
+        patterns: the non-local factors at scale 1.
+        maxflow: the min-cut solver of ``dd2slave``, one of
+            :data:`~crfhead.higher_order.pseudo_boolean.BACKENDS`.
+
+    Raises:
+        ValueError: bad shapes or dtypes, a bad pattern (named by index), an unknown ``maxflow``.
+    """
+
+    def __init__(
+        self,
+        emissions: Tensor,
+        transitions: Tensor,
+        start: Tensor | None = None,
+        end: Tensor | None = None,
+        mask: Tensor | None = None,
+        patterns: Sequence[Pattern] = (),
+        maxflow: str = "auto",
+    ) -> None:
+        from crfhead.higher_order.pseudo_boolean import BACKENDS
+
+        if maxflow not in BACKENDS:
+            raise ValueError(f"maxflow must be one of {BACKENDS}, got {maxflow!r}")
+        self.maxflow = maxflow
+        self.group = prepare(emissions, transitions, start, end, mask, patterns)
+        self._two_slave: TwoSlave | None = None
+
+    def decode(
+        self,
+        scale: float = 1.0,
+        method: str = "dd2slave",
+        max_iterations: int = 300,
+        step: str = "polyak",
+        step_size: float | None = None,
+    ) -> DecodeResult:
+        """The best labelling with every pattern score times ``scale >= 0`` (see :func:`decode`).
+
+        Raises:
+            ValueError: an unknown method, a negative scale, or a sentence with no allowed labelling.
+        """
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if not scale >= 0.0:
+            raise ValueError(f"scale must be >= 0, got {scale}")
+        began = time.perf_counter()
+        plain = scale == 0.0 or not self.group.patterns
+        if method == "dd2slave" and not plain:
+            from crfhead.higher_order.dd2slave import TwoSlave
+
+            if self._two_slave is None:
+                self._two_slave = TwoSlave(self.group, self.maxflow)
+            result = self._two_slave.decode(scale, max_iterations, step, step_size)
+        else:
+            group = self.group.scaled(scale)
+            if method == "viterbi" or not group.patterns:
+                result = _viterbi(group)
+                result.method = method
+            elif method == "ilp":
+                result = _ilp(group)
+            else:
+                from crfhead.higher_order.dd_factor import dd_factor
+
+                result = dd_factor(group, max_iterations, step, step_size)
+        result.tags = result.tags.to(self.group.original.mask.device)
+        result.seconds = time.perf_counter() - began
+        if math.isnan(result.primal):
+            raise FloatingPointError("the decoded labelling has a NaN score: check the inputs")
+        return result
+
+
 def decode(
     emissions: Tensor,
     transitions: Tensor,
@@ -79,7 +169,7 @@ def decode(
     max_iterations: int = 300,
     step: str = "polyak",
     step_size: float | None = None,
-    maxflow: str = "scipy",
+    maxflow: str = "auto",
 ) -> DecodeResult:
     """The best labelling of a group of sentences under chains plus patterns.
 
@@ -94,12 +184,14 @@ def decode(
         max_iterations: dual-decomposition iteration cap.
         step: ``"polyak"`` or ``"diminishing"``.
         step_size: the step rule's scale (see :mod:`~crfhead.higher_order.dd2slave`).
-        maxflow: the min-cut solver of ``dd2slave``: ``"scipy"`` (default), ``"ortools"`` (the
-            optional extra ``crfhead[fast]``, about 2x faster per iteration), or ``"auto"`` (OR-Tools
-            when installed); see :mod:`~crfhead.higher_order.pseudo_boolean`.
+        maxflow: the min-cut solver of ``dd2slave``: ``"auto"`` (default: the native
+            Boykov–Kolmogorov kernel, built on first use, where a C++ compiler exists; else
+            OR-Tools where installed; else scipy), ``"native"``, ``"scipy"`` or ``"ortools"``;
+            see :mod:`~crfhead.higher_order.pseudo_boolean`.
 
     Returns:
-        a :class:`~crfhead.higher_order.result.DecodeResult`.
+        a :class:`~crfhead.higher_order.result.DecodeResult`; its ``seconds`` include the
+        validation.
 
     Raises:
         ValueError: bad shapes or dtypes, a bad pattern (named by index), an unknown method, or a
@@ -107,28 +199,8 @@ def decode(
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    from crfhead.higher_order.pseudo_boolean import BACKENDS
-
-    if maxflow not in BACKENDS:
-        raise ValueError(f"maxflow must be one of {BACKENDS}, got {maxflow!r}")
     began = time.perf_counter()
-    group = prepare(emissions, transitions, start, end, mask, patterns)
-    if method == "viterbi" or not group.patterns:
-        result = _viterbi(group)
-    elif method == "ilp":
-        result = _ilp(group)
-    elif method == "dd2slave":
-        from crfhead.higher_order.dd2slave import dd2slave
-
-        result = dd2slave(group, max_iterations, step, step_size, backend=maxflow)
-    else:
-        from crfhead.higher_order.dd_factor import dd_factor
-
-        result = dd_factor(group, max_iterations, step, step_size)
-    if not group.patterns:
-        result.method = method
-    result.tags = result.tags.to(group.original.mask.device)
+    prepared = PreparedGroup(emissions, transitions, start, end, mask, patterns, maxflow)
+    result = prepared.decode(1.0, method, max_iterations, step, step_size)
     result.seconds = time.perf_counter() - began
-    if math.isnan(result.primal):
-        raise FloatingPointError("the decoded labelling has a NaN score: check the inputs")
     return result

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from crfhead import engine
 from crfhead.data.batching import Batch
 from crfhead.engine.potentials import ChainPotentials
-from crfhead.higher_order.decode import METHODS, decode
+from crfhead.higher_order.decode import METHODS, PreparedGroup
 from crfhead.higher_order.factors import Consistency, Factors
 from crfhead.higher_order.patterns import Pattern
 from crfhead.model.group_decoder import GroupDecoder, batch_groups
@@ -32,6 +32,9 @@ __all__ = ["DEFAULT_GRID", "FactorDecoder"]
 
 DEFAULT_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 """The scales tried on dev by default (0: the chain alone, so tuning never does worse on dev)."""
+
+_CACHED_GROUPS = 512
+"""Prepared groups kept for the next scale (tuned weights): at least a batch's groups."""
 
 
 class FactorDecoder(GroupDecoder):
@@ -68,7 +71,7 @@ class FactorDecoder(GroupDecoder):
         max_iterations: int = 300,
         grid: Sequence[float] | None = DEFAULT_GRID,
         scale: float = 0.0,
-        maxflow: str = "scipy",
+        maxflow: str = "auto",
     ) -> None:
         super().__init__()
         if method not in METHODS:
@@ -92,6 +95,20 @@ class FactorDecoder(GroupDecoder):
         else:
             self.register_buffer("weights", torch.ones(len(self.kinds)))
         self.register_buffer("scale", torch.tensor(1.0 if self.learns else float(scale)))
+        self._cache: dict[
+            tuple[tuple[int, ...], tuple[int, ...]],
+            tuple[tuple[Tensor, ...], list[Pattern], PreparedGroup],
+        ] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        """The module without its prepared groups (a copy or a checkpoint starts with none)."""
+        state = dict(self.__dict__)
+        state["_cache"] = {}
+        return state
+
+    def forget(self) -> None:
+        """Drop the prepared groups kept for the next scale."""
+        self._cache.clear()
 
     def extra_repr(self) -> str:  # noqa: D102
         how = "learned" if self.learns else f"tuned on {list(self.grid)}"
@@ -115,29 +132,65 @@ class FactorDecoder(GroupDecoder):
         tokens = [batch.sentences[r].tokens for r in rows]
         return self.factors.patterns(tokens, self.labels, self.scheme)
 
-    def _weighted(self, by_kind: list[list[Pattern]]) -> list[Pattern]:
-        w = (self.scale * self.weights).detach().tolist()
+    def _weighted(self, by_kind: list[list[Pattern]], scale: bool = True) -> list[Pattern]:
+        """The patterns scored by their kind's weight, times the scale unless ``scale=False``."""
+        w = ((self.scale if scale else 1.0) * self.weights).detach().tolist()
         return [
             Pattern(p.cells, p.score * w[k]) for k, ps in enumerate(by_kind) for p in ps if w[k]
         ]
 
-    def _decode_group(
+    def _prepared(
         self, pot: ChainPotentials, rows: list[int], patterns: list[Pattern]
-    ) -> Tensor:
+    ) -> PreparedGroup:
+        """The group prepared once for every scale of the grid (tuned weights: only the scale changes).
+
+        Kept per group while the group's potentials and patterns are the ones it was built from
+        (compared, not trusted: the grid step decodes one batch at every scale in turn).
+        """
         index = torch.tensor(rows, device=pot.emissions.device)
-        result = decode(
+        parts = (
             pot.emissions.detach()[index],
             pot.transitions.detach(),
             pot.start.detach(),
             pot.end.detach(),
             pot.mask[index],
-            patterns,
-            method=self.method,
-            max_iterations=self.max_iterations,
-            maxflow=self.maxflow,
         )
+        key = (tuple(rows), tuple(parts[0].shape))
+        kept = self._cache.get(key)
+        if (
+            kept is not None
+            and kept[1] == patterns
+            and all(torch.equal(a, b) for a, b in zip(kept[0], parts, strict=True))
+        ):
+            return kept[2]
+        prepared = PreparedGroup(*parts, patterns, maxflow=self.maxflow)
+        if len(self._cache) >= _CACHED_GROUPS:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = (parts, patterns, prepared)
+        return prepared
+
+    def _decode_group(
+        self, pot: ChainPotentials, rows: list[int], by_kind: list[list[Pattern]]
+    ) -> Tensor:
+        if self.learns:  # the weights change every step: nothing to keep
+            patterns = self._weighted(by_kind)
+            prepared = PreparedGroup(
+                pot.emissions.detach()[rows],
+                pot.transitions.detach(),
+                pot.start.detach(),
+                pot.end.detach(),
+                pot.mask[rows],
+                patterns,
+                maxflow=self.maxflow,
+            )
+            scale = 1.0
+        else:
+            patterns = self._weighted(by_kind, scale=False)
+            prepared = self._prepared(pot, rows, patterns)
+            scale = float(self.scale)
+        result = prepared.decode(scale, self.method, self.max_iterations)
         self.stats["groups"] += 1
-        self.stats["with_patterns"] += bool(patterns)
+        self.stats["with_patterns"] += bool(patterns) and scale != 0.0
         self.stats["certified"] += bool(result.certified)
         self.stats["iterations"] += int(result.iterations)
         return result.tags
@@ -146,8 +199,8 @@ class FactorDecoder(GroupDecoder):
         B, T, _ = pot.shape
         tags = torch.full((B, T), -1, dtype=torch.long, device=pot.emissions.device)
         for rows in batch_groups(batch):
-            patterns = self._weighted(self._group_patterns(batch, rows))
-            tags[rows] = self._decode_group(pot, rows, patterns).to(tags.device)
+            by_kind = self._group_patterns(batch, rows)
+            tags[rows] = self._decode_group(pot, rows, by_kind).to(tags.device)
         return tags
 
     # ----------------------------------------------------------------------------- learning
@@ -170,7 +223,7 @@ class FactorDecoder(GroupDecoder):
         losses = []
         for rows in batch_groups(batch):
             by_kind = self._group_patterns(batch, rows)
-            best = self._decode_group(decode_pot, rows, self._weighted(by_kind))
+            best = self._decode_group(decode_pot, rows, by_kind)
             index = torch.tensor(rows, device=pot.emissions.device)
             sub = ChainPotentials(
                 decode_pot.emissions[index],

@@ -21,7 +21,14 @@ from crfhead import engine
 from crfhead.engine import ChainPotentials, make_potentials
 from crfhead.higher_order.patterns import Pattern, check_patterns, merge_patterns
 
-__all__ = ["Group", "add_to_cells", "prepare", "viterbi_rows", "viterbi_with"]
+__all__ = [
+    "Group",
+    "add_to_cells",
+    "prepare",
+    "viterbi_checked",
+    "viterbi_rows",
+    "viterbi_with",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,16 +39,34 @@ class Group:
         chain: float64 chain potentials, size-1 patterns folded into the emissions ``(B, T, K)``.
         patterns: the merged patterns with two or more cells.
         original: the chain potentials as given (float64), without the folded patterns.
+        unary: ``(B, T, K)`` float64, the folded size-1 patterns' scores, or ``None`` without any.
     """
 
     chain: ChainPotentials
     patterns: tuple[Pattern, ...]
     original: ChainPotentials
+    unary: Tensor | None = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
         """``(B, T, K)``."""
         return self.chain.shape
+
+    def scaled(self, scale: float) -> Group:
+        """The group with every pattern's score (size-1 ones included) times ``scale >= 0``.
+
+        Patterns of score 0 are dropped (``scale = 0``: the chains alone, as given).
+        """
+        if scale == 1.0:
+            return self
+        o = self.original
+        emissions = o.emissions if self.unary is None else o.emissions + scale * self.unary
+        chain = ChainPotentials(emissions, o.transitions, o.start, o.end, o.mask)
+        patterns = tuple(
+            Pattern(p.cells, p.score * scale) for p in self.patterns if p.score * scale != 0.0
+        )
+        unary = None if self.unary is None or scale == 0.0 else self.unary * scale
+        return Group(chain=chain, patterns=patterns, original=o, unary=unary)
 
     def token_patterns(self) -> list[tuple[tuple[tuple[int, int], ...], float]]:
         """The patterns in token form: ``(((b * T + t, k), ...), score)``."""
@@ -132,18 +157,20 @@ def prepare(
     )
     check_patterns(patterns, original.shape, original.mask)
     merged = merge_patterns(patterns)
-    unary = [p for p in merged if len(p.cells) == 1]
+    ones = [p for p in merged if len(p.cells) == 1]
     emissions64 = original.emissions
-    if unary:
-        emissions64 = emissions64.clone()
-        for p in unary:
+    unary = None
+    if ones:
+        unary = torch.zeros_like(emissions64)
+        for p in ones:  # merged: one score per cell
             ((b, t, k),) = p.cells
-            emissions64[b, t, k] += p.score
+            unary[b, t, k] = p.score
+        emissions64 = emissions64 + unary
     chain = ChainPotentials(
         emissions64, original.transitions, original.start, original.end, original.mask
     )
     rest = tuple(p for p in merged if len(p.cells) > 1)
-    return Group(chain=chain, patterns=rest, original=original)
+    return Group(chain=chain, patterns=rest, original=original, unary=unary)
 
 
 def add_to_cells(emissions: Tensor, tokens: Tensor, labels: Tensor, values: Tensor) -> Tensor:
@@ -167,11 +194,23 @@ def viterbi_rows(group: Group, emissions: Tensor) -> tuple[Tensor, Tensor]:
     pot = ChainPotentials(
         emissions, group.chain.transitions, group.chain.start, group.chain.end, group.chain.mask
     )
+    return viterbi_checked(pot)
+
+
+def viterbi_checked(
+    pot: ChainPotentials, rows: Sequence[int] | None = None
+) -> tuple[Tensor, Tensor]:
+    """:func:`crfhead.engine.viterbi` of ``pot``, whose sentences are the group's ``rows`` (default all).
+
+    Raises:
+        ValueError: naming (by its index in the group) the first sentence with no allowed labelling.
+    """
     with torch.no_grad():
         scores, tags = engine.viterbi(pot)
     infeasible = torch.isneginf(scores)
     if bool(infeasible.any()):
         b = int(infeasible.nonzero()[0, 0])
+        b = b if rows is None else int(rows[b])
         raise ValueError(
             f"sentence {b} of the group has no allowed labelling: every path through it uses a "
             "-inf start, emission, transition or end"

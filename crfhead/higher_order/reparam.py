@@ -25,13 +25,21 @@ labelling ``y`` (one-hot ``z``):
 
 Steps 2 and 3 are exact for every 0/1 ``z``; step 1 only for one-hot ``z`` on the pair's two tokens,
 which is why *every* label of a coupled token is coupled, not only the labels patterns name.
+
+**Chain edges.** A pair table ``P_ij`` between two tokens that are consecutive in one chain (the
+size-2 patterns there, and the pairwise parts of negative patterns there) is a term of that chain's
+transition at that position: the seed puts it in the tree slave, which maximises it exactly, instead
+of relaxing it in the cut. With ``chain_edges`` given, such tables are returned unshifted in
+``chain_tables`` and left out of ``pb`` (no ``C_ij``, no arcs); the identity then reads
+``max_w pb(z(y), w) + Σ_e chain_tables[e][y_i, y_j] == g(y) + K``, and a token that keeps no term
+in ``pb`` is not coupled at all.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,13 +66,18 @@ class Reparameterised:
         index: ``(token, label) -> position`` in ``x``, for the ``V`` coupled pairs.
         pb: the function over ``x = (z_0..z_{V-1}, w_0, ...)``; its own constant is 0.
         constant: ``K``: for every one-hot assignment ``y`` of the coupled tokens,
-            ``max_w pb(z(y), w) == g(y) + K``.
+            ``max_w pb(z(y), w) + Σ_e chain_tables[e][y_i, y_j] == g(y) + K``.
+        chain_pairs: ``(E, 2)`` int64, the chain edges ``(i, j)`` (``i < j``) with a table moved
+            to the chain (empty without ``chain_edges``).
+        chain_tables: ``(E, L, L)`` float64, their tables ``P_ij[k, l]`` (label of ``i``, of ``j``).
     """
 
     coupled: np.ndarray
     index: dict[tuple[int, int], int]
     pb: QuadraticPB
     constant: float
+    chain_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
+    chain_tables: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 1)))
 
 
 def _checked(
@@ -95,13 +108,17 @@ def _checked(
     return out
 
 
-def reparameterise(patterns: Sequence[TokenPattern], num_labels: int) -> Reparameterised:
+def reparameterise(
+    patterns: Sequence[TokenPattern], num_labels: int, chain_edges: np.ndarray | None = None
+) -> Reparameterised:
     """ψ of ``patterns`` (see the module docstring): ``max_w pb(z(y), w) == g(y) + constant``.
 
     Args:
         patterns: ``(((token, label), ...), score)`` each: at least two cells, on distinct tokens
             (integers >= 0), any finite score; repeated patterns add; zero scores are ignored.
         num_labels: ``L >= 1``, the labels of every token.
+        chain_edges: ``(E, 2)`` int token pairs ``(i, j)``, ``i < j``, consecutive in a chain: their
+            pair tables go to ``chain_tables`` instead of ``pb`` (module docstring).
 
     Raises:
         ValueError: on ``num_labels < 1`` or a malformed pattern (named by its index).
@@ -139,6 +156,9 @@ def reparameterise(patterns: Sequence[TokenPattern], num_labels: int) -> Reparam
     rights: list[np.ndarray] = []
     coefs: list[np.ndarray] = []
     constant = 0.0
+    moved_pairs = np.zeros((0, 2), dtype=np.int64)
+    moved_tables = np.zeros((0, L, L))
+    kept_keys = np.zeros(0, dtype=np.int64)
     if blocks_p:
         order = np.argsort(np.concatenate(blocks_p), kind="stable")
         ca, cb = np.concatenate(blocks_a)[order], np.concatenate(blocks_b)[order]
@@ -149,7 +169,15 @@ def reparameterise(patterns: Sequence[TokenPattern], num_labels: int) -> Reparam
         pair = pair.reshape(-1)
         tables = np.zeros((keys.shape[0], L, L))  # (pairs, L, L): P_ij
         np.add.at(tables, (pair, flat[ca, 1], flat[cb, 1]), scores[np.concatenate(blocks_p)[order]])
-        shift = np.maximum(0.0, -tables.min(axis=(1, 2)))  # (pairs,): C_ij
+        if chain_edges is not None and len(chain_edges):
+            edges = np.asarray(chain_edges, dtype=np.int64).reshape(-1, 2)
+            span = int(max(int(edges.max()), int(tokens[-1]))) + 1
+            ends = np.stack([tokens[keys // nt], tokens[keys % nt]], axis=1)  # (pairs, 2)
+            moved = np.isin(ends[:, 0] * span + ends[:, 1], edges[:, 0] * span + edges[:, 1])
+            moved_pairs, moved_tables = ends[moved], tables[moved]
+            keys, tables = keys[~moved], tables[~moved]
+        kept_keys = keys
+        shift = np.maximum(0.0, -tables.min(axis=(1, 2), initial=0.0))  # (pairs,): C_ij
         shifted = tables + shift[:, None, None]  # >= 0: the exact sum is, and rounding keeps it
         p, first, second = np.nonzero(shifted > 0)
         lefts.append((keys[p] // nt) * L + first)
@@ -180,10 +208,37 @@ def reparameterise(patterns: Sequence[TokenPattern], num_labels: int) -> Reparam
         lefts.append(z[np.repeat(starts[owner], width) + offset])
         rights.append(np.repeat(V + np.arange(W), width))
         coefs.append(np.repeat(aux_coef, width))
+    left = np.concatenate(lefts) if lefts else np.zeros(0, dtype=np.int64)
+    right = np.concatenate(rights) if rights else np.zeros(0, dtype=np.int64)
+    if moved_pairs.shape[0]:
+        # The tokens with a term left in the cut (a kept pair table or a pattern of size >= 3) stay
+        # coupled, renumbered in order; the auxiliaries follow them.
+        used = np.zeros(nt, dtype=np.bool_)
+        used[kept_keys // nt] = True
+        used[kept_keys % nt] = True
+        used[slot[big[np.repeat(np.arange(P), sizes)]]] = True
+        renumber = np.cumsum(used) - 1
+        V_new = int(used.sum()) * L
+
+        def moved_index(x: np.ndarray) -> np.ndarray:
+            inside = renumber[np.minimum(x // L, nt - 1)] * L + x % L
+            return np.asarray(np.where(x < V, inside, x - V + V_new), dtype=np.int64)
+
+        left, right = moved_index(left), moved_index(right)
+        linear = np.concatenate([np.zeros(V_new), linear[V:]])
+        coupled = coupled.reshape(nt, L, 2)[used].reshape(V_new, 2)
+        index = {(int(t), int(k)): v for v, (t, k) in enumerate(coupled.tolist())}
     pb = QuadraticPB(
         linear=linear,
-        left=np.concatenate(lefts) if lefts else np.zeros(0, dtype=np.int64),
-        right=np.concatenate(rights) if rights else np.zeros(0, dtype=np.int64),
+        left=left,
+        right=right,
         quadratic=np.concatenate(coefs) if coefs else np.zeros(0),
     )
-    return Reparameterised(coupled=coupled, index=index, pb=pb, constant=constant)
+    return Reparameterised(
+        coupled=coupled,
+        index=index,
+        pb=pb,
+        constant=constant,
+        chain_pairs=moved_pairs,
+        chain_tables=moved_tables,
+    )

@@ -20,7 +20,9 @@ from helpers import full
 from crfhead.engine import viterbi
 from crfhead.engine.potentials import make_potentials
 from crfhead.higher_order import METHODS, Pattern, decode
+from crfhead.higher_order.dd2slave import TwoSlave
 from crfhead.higher_order.dd_factor import _slaves
+from crfhead.higher_order.decode import PreparedGroup
 from crfhead.higher_order.group import add_to_cells, prepare, viterbi_with
 from crfhead.higher_order.pseudo_boolean import maximize
 from crfhead.higher_order.reparam import reparameterise
@@ -279,3 +281,120 @@ def test_patterns_checked_at_once_name_the_first_bad_one_as_one_by_one() -> None
                 check_patterns(patterns, (B, T, K), mask)
             assert str(at_once.value) == str(walk), seed
     assert refused > 50, refused
+
+
+def _scaled(patterns: list[Pattern], scale: float) -> list[Pattern]:
+    return [Pattern(p.cells, p.score * scale) for p in patterns]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_prepared_group_decodes_every_scale_as_a_fresh_decode(method: str) -> None:
+    """One :class:`PreparedGroup` over a grid of scales (the 2-slave structure built once,
+    rescaled, warm-started): at each scale no wrong value, weak duality, no false certificate."""
+    certified = total = 0
+    for seed in range(INSTANCES // 4):
+        em, tr, st, en, mask, patterns = _instance(5000 + seed)
+        prepared = PreparedGroup(em, tr, st, en, mask, patterns)
+        for scale in (0.0, 0.5, 1.0, 2.0, 8.0, 3.0):
+            scaled = _scaled(patterns, scale)
+            best, _ = _optimum(em, tr, st, en, mask, scaled)
+            r = prepared.decode(scale, method, max_iterations=200)
+            tol = TOL * max(1.0, abs(best))
+            group = prepare(em, tr, st, en, mask, scaled)
+            assert r.primal == pytest.approx(group.score(r.tags), abs=1e-9), (seed, scale)
+            assert r.primal <= best + tol and r.dual >= best - tol, (seed, scale, r)
+            assert all(d >= best - tol for d in r.dual_history), (seed, scale)
+            assert ((r.tags >= 0) == mask).all()
+            total += 1
+            if r.certified:
+                certified += 1
+                assert r.primal == pytest.approx(best, abs=tol), (seed, scale, method)
+            if scale == 0.0:
+                assert r.certified and r.iterations == 1
+    if method not in ("viterbi",):
+        assert certified >= total // 2, (certified, total)
+
+
+@pytest.mark.parametrize("tree_edges", [True, False])
+def test_two_slave_with_and_without_tree_edges_is_sound(tree_edges: bool) -> None:
+    """Pair terms of consecutive tokens in the chain slave (the seed's placement) or in the cut:
+    both bound the optimum and never certify a wrong labelling, with and without a warm start."""
+    for seed in range(INSTANCES // 2):
+        em, tr, st, en, mask, patterns = _instance(9000 + seed)
+        group = prepare(em, tr, st, en, mask, patterns)
+        if not group.patterns:
+            continue
+        two = TwoSlave(group, tree_edges=tree_edges)
+        for scale, warm in ((1.0, False), (2.0, True), (0.5, True)):
+            best, _ = _optimum(em, tr, st, en, mask, _scaled(patterns, scale))
+            tol = TOL * max(1.0, abs(best))
+            r = two.decode(scale, max_iterations=150, warm=warm)
+            assert r.dual >= best - tol and r.primal <= best + tol, (seed, scale)
+            if r.certified:
+                assert r.primal == pytest.approx(best, abs=tol), (seed, scale)
+
+
+def test_adjacent_pair_patterns_live_in_the_chain_slave_alone() -> None:
+    """Size-2 patterns between consecutive positions of one sentence (a hole between them counts
+    as consecutive) are transitions: nothing is coupled, the Viterbi of the augmented chains is
+    exact and certified at iteration 1, whatever the signs."""
+    rng = np.random.default_rng(3)
+    for seed in range(40):
+        B, T, K = 2, 4, 3
+        em = torch.tensor(rng.normal(size=(B, T, K)))
+        tr = torch.tensor(rng.normal(size=(K, K)))
+        mask = torch.ones(B, T, dtype=torch.bool)
+        mask[1, 2] = False
+        steps = [(0, 0, 1), (0, 1, 2), (0, 2, 3), (1, 0, 1), (1, 1, 3)]
+        patterns = [
+            Pattern(((b, t, k), (b, u, j)), float(rng.normal() * 3))
+            for b, t, u in steps
+            for k in range(K)
+            for j in range(K)
+            if rng.random() < 0.6
+        ]
+        group = prepare(em, tr, None, None, mask, patterns)
+        two = TwoSlave(group)
+        assert two.rows.shape == (0,) and two.V == 0
+        best, _ = _optimum(em, tr, torch.zeros(K), torch.zeros(K), mask, patterns)
+        r = two.decode(1.0)
+        assert r.certified and r.iterations == 1, seed
+        assert r.primal == pytest.approx(best, abs=1e-9) and r.dual == pytest.approx(best, abs=1e-9)
+        assert r.primal == pytest.approx(group.score(r.tags), abs=1e-9)
+        # In the cut instead, the same group needs multipliers.
+        assert TwoSlave(group, tree_edges=False).V > 0
+
+
+def test_only_the_coupled_sentences_are_iterated_and_the_rest_is_their_viterbi() -> None:
+    g = torch.Generator().manual_seed(1)
+    em = torch.randn(4, 5, 3, generator=g, dtype=torch.float64)
+    tr = torch.randn(3, 3, generator=g, dtype=torch.float64)
+    patterns = [Pattern(((0, 1, 2), (2, 3, 2)), 4.0), Pattern(((0, 4, 1), (2, 0, 1)), 2.5)]
+    group = prepare(em, tr, None, None, None, patterns)
+    two = TwoSlave(group)
+    assert two.rows.tolist() == [0, 2]
+    r = two.decode(1.0)
+    _, alone = viterbi(make_potentials(em, tr))
+    assert torch.equal(r.tags[[1, 3]], alone[[1, 3]])
+    # The optimum: rows 0 and 2 enumerated (the patterns re-indexed), plus rows 1 and 3 alone.
+    sub = [Pattern(tuple((b // 2, t, k) for b, t, k in p.cells), p.score) for p in patterns]
+    zeros, on = torch.zeros(3, dtype=torch.float64), torch.ones(2, 5, dtype=torch.bool)
+    best, _ = _optimum(em[[0, 2]], tr, zeros, zeros, on, sub)
+    rest, _ = viterbi(make_potentials(em[[1, 3]], tr))
+    best += float(rest.sum())
+    assert r.dual >= best - 1e-9 and r.certified
+    assert r.primal == pytest.approx(best, abs=1e-9)
+    assert r.primal == pytest.approx(group.score(r.tags), abs=1e-9)
+
+
+def test_a_prepared_group_refuses_bad_scales_and_methods() -> None:
+    prepared = PreparedGroup(torch.zeros(1, 2, 2), torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="scale must be >= 0"):
+        prepared.decode(-1.0)
+    with pytest.raises(ValueError, match="method must be one of"):
+        prepared.decode(1.0, method="bp")
+    with pytest.raises(ValueError, match="maxflow must be one of"):
+        PreparedGroup(torch.zeros(1, 2, 2), torch.zeros(2, 2), maxflow="networkx")
+    group = prepare(torch.zeros(1, 2, 2), torch.zeros(2, 2), None, None, None, [])
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        TwoSlave(group).decode(0.0)

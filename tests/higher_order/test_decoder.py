@@ -18,6 +18,7 @@ from crfhead.higher_order import (
     decode,
     skip_patterns,
 )
+from crfhead.higher_order.group import prepare
 from crfhead.higher_order.patterns import pattern_score
 from crfhead.model.tagger import Tagger
 from crfhead.schemes import entity_types
@@ -211,3 +212,44 @@ def test_skip_chain_kinds_partition_the_builders_patterns() -> None:
     assert all(LABELS.labels[p.cells[0][2]].endswith("LOC") for p in by_kind[0])
     assert len(flat) > 0
     assert isinstance(by_kind[0][0], Pattern)
+
+
+def test_the_grid_reuses_each_groups_prepared_decomposition_and_decodes_as_fresh() -> None:
+    """Tuned scales: the group is prepared once and rescaled (the grid step decodes one batch at
+    every scale in turn); each scale's labelling scores as a fresh decoder's, and changed
+    potentials are never served from the kept structure."""
+    import copy
+
+    head, emissions = _head(2), _emissions(2)
+    batch = _batch([[0, 1, 2], [3]])
+    pot = head.potentials(emissions, batch.mask)
+    dec = _decoder(method="dd2slave")
+    kept = None
+    for scale in (0.0, 0.5, 2.0, 8.0):
+        dec.use(scale)
+        got = dec.decode(pot, batch)
+        fresh = _decoder(method="dd2slave")
+        fresh.use(scale)
+        want = fresh.decode(pot, batch)
+        patterns = dec._weighted(dec._group_patterns(batch, [0, 1, 2]))
+        rows = [0, 1, 2]
+        one = (dec._cache.get(((0, 1, 2), tuple(pot.emissions[rows].shape))) or (None,) * 3)[2]
+        if kept is not None:
+            assert one is kept
+        kept = one
+        group = prepare(
+            pot.emissions[rows].detach(),
+            pot.transitions.detach(),
+            pot.start.detach(),
+            pot.end.detach(),
+            pot.mask[rows],
+            patterns,
+        )
+        assert group.score(got[rows]) == pytest.approx(group.score(want[rows]), abs=1e-9)
+    assert kept is not None
+    other = head.potentials(emissions + 1.0, batch.mask)
+    dec.decode(other, batch)
+    assert dec._cache[((0, 1, 2), tuple(pot.emissions[[0, 1, 2]].shape))][2] is not kept
+    assert copy.deepcopy(dec)._cache == {}
+    dec.forget()
+    assert dec._cache == {}

@@ -270,3 +270,42 @@ def test_the_vectorised_construction_matches_a_pattern_by_pattern_loop(seed: int
     assert got.keys() == want.keys()
     for key, c in want.items():
         assert abs(got[key] - c) <= 1e-12 * max(1.0, abs(c))
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_chain_tables_plus_the_cut_are_the_patterns_on_every_labelling(seed: int) -> None:
+    """Pair tables of chain edges moved out of the cut: ``max_w pb(z(y), w)`` plus the tables at
+    ``y`` minus ``K`` is ``g(y)`` on every labelling; a token left without a term is not coupled."""
+    patterns, L = _random_patterns(seed)
+    rng = np.random.default_rng(seed)
+    tokens = sorted({t for cells, s in patterns if s != 0 for t, _ in cells})
+    pairs = [(i, j) for a, i in enumerate(tokens) for j in tokens[a + 1 :]]
+    edges = np.array([p for p in pairs if rng.random() < 0.5] or [(0, 1)], dtype=np.int64).reshape(
+        -1, 2
+    )
+    rep = reparameterise(patterns, L, edges)
+    Y = _labellings(tokens, L)
+    column = {t: c for c, t in enumerate(tokens)}
+    want = _g(patterns, tokens, Y)
+    got = _max_over_aux(rep, _one_hot(rep, tokens, Y)) - rep.constant
+    for (i, j), table in zip(rep.chain_pairs.tolist(), rep.chain_tables, strict=True):
+        assert [i, j] in edges.tolist()
+        got = got + table[Y[:, column[i]], Y[:, column[j]]]
+    scale = max(1.0, sum(abs(s) for _, s in patterns))
+    assert np.abs(got - want).max(initial=0.0) <= 1e-9 * scale
+    # Every coupled token keeps a term in the cut: a kept pair or a pattern of size >= 3.
+    touched = set(rep.pb.left[rep.pb.left < rep.coupled.shape[0]].tolist())
+    touched |= set(rep.pb.right[rep.pb.right < rep.coupled.shape[0]].tolist())
+    coupled_tokens = set(rep.coupled[:, 0].tolist())
+    big = {t for cells, s in patterns if s != 0 and len(cells) >= 3 for t, _ in cells}
+    assert {int(rep.coupled[v, 0]) for v in touched} <= coupled_tokens
+    assert big <= coupled_tokens
+
+
+def test_an_adjacent_pair_alone_leaves_nothing_to_couple() -> None:
+    patterns = [(((3, 0), (4, 1)), 2.0), (((3, 1), (4, 1)), -1.0)]
+    rep = reparameterise(patterns, 2, np.array([[3, 4]]))
+    assert rep.coupled.shape == (0, 2) and rep.pb.n == 0 and rep.constant == 0.0
+    assert rep.chain_pairs.tolist() == [[3, 4]]
+    assert rep.chain_tables.tolist() == [[[0.0, 2.0], [0.0, -1.0]]]
