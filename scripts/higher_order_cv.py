@@ -170,11 +170,21 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
+    done: list[FoldOutcome] = []
+
     def report(o: FoldOutcome) -> None:
         chosen = {n: r.weight for n, r in o.systems.items() if r.weight is not None}
+        done.append(o)
+        so_far = compare(pool, done, grouping, scheme, context=context, samples=200)
+        pooled = ", ".join(
+            f"{n} {100 * r['f1']:.2f}"
+            + (f" ({_interval(r['delta'], 'micro')})" if r["delta"] else "")
+            for n, r in so_far.items()
+        )
         print(
             f"[{time.perf_counter() - began:.0f} s] fold {o.fold.index}: train {len(o.fold.train)}"
-            f" dev {len(o.fold.dev)} test {len(o.fold.test)}; weight {chosen or 'learned'}",
+            f" dev {len(o.fold.dev)} test {len(o.fold.test)}; weight {chosen or 'learned'}; "
+            f"pooled so far (200 draws): {pooled}",
             file=sys.stderr,
             flush=True,
         )
@@ -218,15 +228,20 @@ def main(argv: list[str] | None = None) -> int:
             f"| {100 * r['mean_f1']:.2f} ({100 * min(folds):.2f} to {100 * max(folds):.2f}) "
             f"| {cert} | {r['seconds']:.0f} |"
         )
-    for o in outcomes:
-        parts = [f"fold {o.fold.index}"]
-        for name, run in o.systems.items():
-            extra = f" w={run.weight:g}" if run.weight is not None else ""
+    names = list(table)
+    print(f"\n| fold | {' | '.join(names)} | weight (chosen on the fold's dev) |")
+    print("|---:|" + "---:|" * len(names) + "---|")
+    for j, o in enumerate(outcomes):
+        cells = [
+            f"{100 * table[n]['fold_f1'][j]:.2f} / {100 * table[n]['fold_macro_f1'][j]:.2f}"
+            for n in names
+        ]
+        chosen = sorted({f"{r.weight:g}" for r in o.systems.values() if r.weight is not None})
+        for run in o.systems.values():
             learned = run.dev.get("weights")
             if learned:
-                extra += " learned " + ", ".join(f"{k} {v:.2f}" for k, v in learned.items())
-            parts.append(f"{name}{extra}")
-        print("; ".join(parts))
+                chosen.append("learned " + ", ".join(f"{k} {v:.2f}" for k, v in learned.items()))
+        print(f"| {o.fold.index} | {' | '.join(cells)} | {'; '.join(chosen) or '—'} |")
     if args.out is not None:
         payload = {
             "command": sys.argv,
