@@ -45,7 +45,7 @@ from crfhead.higher_order.group import Group, viterbi_checked
 from crfhead.higher_order.native_maxflow import Maxflow
 from crfhead.higher_order.native_maxflow import bound as native_bound
 from crfhead.higher_order.pseudo_boolean import maximize, resolve_backend
-from crfhead.higher_order.reparam import reparameterise
+from crfhead.higher_order.reparam import reparameterise_arrays
 from crfhead.higher_order.result import DecodeResult
 from crfhead.higher_order.subgradient import Subgradient
 
@@ -90,7 +90,11 @@ class TwoSlave:
         self.backend = resolve_backend(backend)
         B, T, K = group.shape
         edges = chain_edges(group.chain.mask) if tree_edges else None
-        rep = reparameterise(group.token_patterns(), K, edges)
+        pat_tokens, pat_labels, pat_valid, pat_scores = (x.cpu() for x in group.cells)
+        valid_np = pat_valid.numpy()
+        flat = np.stack([pat_tokens.numpy()[valid_np], pat_labels.numpy()[valid_np]], axis=1)
+        sizes = valid_np.sum(1).astype(np.int64)
+        rep = reparameterise_arrays(sizes, pat_scores.numpy(), flat, K, edges)
         self.rep = rep
         V = rep.coupled.shape[0]
         self.coupled = rep.coupled
@@ -114,16 +118,18 @@ class TwoSlave:
         # The patterns of the coupled rows (every pattern lies in the coupled rows or outside them:
         # a pattern with a term left in the cut has all its tokens coupled, one moved to the chain is
         # within one sentence), for the primal, in coupled-row tokens.
-        in_rows = [p for p in group.patterns if local[p.cells[0][0]] >= 0]
-        size = max((len(p.cells) for p in in_rows), default=1)
-        self._pat_tokens = np.zeros((len(in_rows), size), dtype=np.int64)
-        self._pat_labels = np.full((len(in_rows), size), -1, dtype=np.int64)
-        for i, p in enumerate(in_rows):
-            for c, (b, t, k) in enumerate(p.cells):
-                self._pat_tokens[i, c] = local[b] * T + t
-                self._pat_labels[i, c] = k
-        self._pat_valid = self._pat_labels >= 0
-        self._pat_scores = np.array([p.score for p in in_rows], dtype=np.float64)
+        if group.patterns:
+            first = pat_tokens.numpy()[:, 0] // T
+            inside = local[first] >= 0  # (P,)
+            tok = pat_tokens.numpy()[inside]
+            self._pat_tokens = local[tok // T] * T + tok % T  # (P', S) in the coupled rows
+            self._pat_labels = pat_labels.numpy()[inside]
+            self._pat_valid = valid_np[inside]
+            self._pat_scores = pat_scores.numpy()[inside]
+        else:
+            self._pat_tokens = self._pat_labels = np.zeros((0, 1), dtype=np.int64)
+            self._pat_valid = np.zeros((0, 1), dtype=np.bool_)
+            self._pat_scores = np.zeros(0)
         # The cut: w = θ - scale·(base + half degree) on the z's, -scale·(base + half degree) after.
         pb = rep.pb
         graph = pb._graph_structure() if pb.n else None

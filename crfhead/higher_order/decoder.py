@@ -139,6 +139,10 @@ class FactorDecoder(GroupDecoder):
             Pattern(p.cells, p.score * w[k]) for k, ps in enumerate(by_kind) for p in ps if w[k]
         ]
 
+    def unit_patterns(self, batch: Batch, rows: list[int]) -> list[Pattern]:
+        """The patterns of the group ``rows`` of ``batch``, each kind at its weight, before the scale."""
+        return self._weighted(self._group_patterns(batch, rows), scale=False)
+
     def _prepared(
         self, pot: ChainPotentials, rows: list[int], patterns: list[Pattern]
     ) -> PreparedGroup:

@@ -19,21 +19,23 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import torch
 
 from crfhead.data.datamodule import collator_for
 from crfhead.data.sentence import Sentence
+from crfhead.engine.potentials import ChainPotentials
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.higher_order.corpus_setup import factors_for, group_sentences
 from crfhead.higher_order.decoder import FactorDecoder
+from crfhead.higher_order.patterns import Pattern
 
 if TYPE_CHECKING:
     from crfhead.training.module import TaggerModule
 
-__all__ = ["dev_grid", "evaluate_split", "select_weight"]
+__all__ = ["dev_grid", "evaluate_split", "group_problems", "select_weight"]
 
 
 def evaluate_split(
@@ -137,6 +139,36 @@ def _grid(
             "ms_per_group": 1e3 * statistics.mean(seconds[w]) if seconds[w] else 0.0,
         }
     return out
+
+
+def group_problems(
+    model: TaggerModule,
+    sentences: Sequence[Sentence],
+    corpus: str = "msm2013",
+    *,
+    threshold: int = 4,
+    groups: Sequence[Sequence[int]] | None = None,
+) -> Iterator[tuple[list[int], ChainPotentials, list[Pattern]]]:
+    """Each group's decoding problem at weight 1: ``(rows, potentials, patterns)``.
+
+    The potentials are the model's on the group's sentences in float64, emissions ``(B, T, K)``;
+    the patterns are the corpus's factors with unit weight (scale them for another weight), as
+    :func:`evaluate_split` decodes them. For benchmarks and other decoders of the same groups.
+    """
+    tagger = model.tagger
+    labels = tagger.labels
+    decoder = FactorDecoder(labels.labels, labels.scheme, factors=factors_for(corpus), grid=(1.0,))
+    collate = collator_for(model.hparams["vocabs"], tagger.needs)
+    if groups is None:
+        groups = group_sentences(sentences, corpus, threshold)
+    for group in groups:
+        batch = collate([sentences[i] for i in group])
+        with torch.inference_mode():
+            pot = tagger.head.potentials(tagger(batch), batch.mask)
+        em, tr, st, en = (x.double().clone() for x in pot.chain[:4])
+        pot64 = ChainPotentials(em, tr, st, en, pot.mask.clone())
+        rows = list(range(len(group)))
+        yield list(group), pot64, decoder.unit_patterns(batch, rows)
 
 
 def select_weight(dev: Mapping[float, Mapping[str, float]]) -> float:

@@ -37,6 +37,7 @@ in ``pb`` is not coupled at all.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ import numpy as np
 
 from crfhead.higher_order.pseudo_boolean import QuadraticPB
 
-__all__ = ["Reparameterised", "reparameterise"]
+__all__ = ["Reparameterised", "reparameterise", "reparameterise_arrays"]
 
 TokenPattern = tuple[tuple[tuple[int, int], ...], float]
 
@@ -63,7 +64,6 @@ class Reparameterised:
         coupled: ``(V, 2)`` int64, the ``(token, label)`` of each ``z``: every label ``0..L-1`` of
             every token a (non-zero) pattern touches, tokens ascending, labels ascending within a
             token; ``x[:V]`` are these ``z``'s in this order.
-        index: ``(token, label) -> position`` in ``x``, for the ``V`` coupled pairs.
         pb: the function over ``x = (z_0..z_{V-1}, w_0, ...)``; its own constant is 0.
         constant: ``K``: for every one-hot assignment ``y`` of the coupled tokens,
             ``max_w pb(z(y), w) + Σ_e chain_tables[e][y_i, y_j] == g(y) + K``.
@@ -73,11 +73,15 @@ class Reparameterised:
     """
 
     coupled: np.ndarray
-    index: dict[tuple[int, int], int]
     pb: QuadraticPB
     constant: float
     chain_pairs: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
     chain_tables: np.ndarray = field(default_factory=lambda: np.zeros((0, 1, 1)))
+
+    @functools.cached_property
+    def index(self) -> dict[tuple[int, int], int]:
+        """``(token, label) -> position`` in ``x``, for the ``V`` coupled pairs (built on first use)."""
+        return {(int(t), int(k)): v for v, (t, k) in enumerate(self.coupled.tolist())}
 
 
 def _checked(
@@ -125,12 +129,33 @@ def reparameterise(
     """
     if num_labels < 1:
         raise ValueError(f"num_labels must be >= 1, got {num_labels}")
-    L = num_labels
-    kept = _checked(patterns, L)
+    kept = _checked(patterns, num_labels)
     P = len(kept)
     sizes = np.fromiter((len(cells) for cells, _ in kept), dtype=np.int64, count=P)  # (P,)
     scores = np.fromiter((score for _, score in kept), dtype=np.float64, count=P)  # (P,)
     flat = np.array([cell for cells, _ in kept for cell in cells], dtype=np.int64).reshape(-1, 2)
+    return reparameterise_arrays(sizes, scores, flat, num_labels, chain_edges)
+
+
+def reparameterise_arrays(
+    sizes: np.ndarray,
+    scores: np.ndarray,
+    flat: np.ndarray,
+    num_labels: int,
+    chain_edges: np.ndarray | None = None,
+) -> Reparameterised:
+    """:func:`reparameterise` of patterns already valid, given as arrays (no checks, no copies).
+
+    Args:
+        sizes: ``(P,)`` int64, each pattern's cells (at least 2).
+        scores: ``(P,)`` float64, non-zero and finite.
+        flat: ``(C, 2)`` int64, ``(token, label)`` of every cell, pattern after pattern (tokens of one
+            pattern distinct).
+        num_labels: ``L >= 1``.
+        chain_edges: as :func:`reparameterise`'s.
+    """
+    L = num_labels
+    P = sizes.shape[0]
     starts = np.cumsum(sizes) - sizes  # (P,): each pattern's first cell in ``flat`` (C, 2)
     tokens = np.unique(flat[:, 0])  # sorted
     nt = tokens.shape[0]
@@ -138,7 +163,6 @@ def reparameterise(
     coupled = np.stack(
         [np.repeat(tokens, L), np.tile(np.arange(L, dtype=np.int64), nt)], axis=1
     ).reshape(V, 2)
-    index = {(int(t), int(k)): v for v, (t, k) in enumerate(coupled.tolist())}
     slot = np.searchsorted(tokens, flat[:, 0])  # (C,): the token's rank
     z = slot * L + flat[:, 1]  # (C,): the cell's position in x
 
@@ -227,7 +251,6 @@ def reparameterise(
         left, right = moved_index(left), moved_index(right)
         linear = np.concatenate([np.zeros(V_new), linear[V:]])
         coupled = coupled.reshape(nt, L, 2)[used].reshape(V_new, 2)
-        index = {(int(t), int(k)): v for v, (t, k) in enumerate(coupled.tolist())}
     pb = QuadraticPB(
         linear=linear,
         left=left,
@@ -236,7 +259,6 @@ def reparameterise(
     )
     return Reparameterised(
         coupled=coupled,
-        index=index,
         pb=pb,
         constant=constant,
         chain_pairs=moved_pairs,

@@ -315,16 +315,19 @@ def test_a_prepared_group_decodes_every_scale_as_a_fresh_decode(method: str) -> 
         assert certified >= total // 2, (certified, total)
 
 
-@pytest.mark.parametrize("tree_edges", [True, False])
-def test_two_slave_with_and_without_tree_edges_is_sound(tree_edges: bool) -> None:
-    """Pair terms of consecutive tokens in the chain slave (the seed's placement) or in the cut:
-    both bound the optimum and never certify a wrong labelling, with and without a warm start."""
+@pytest.mark.parametrize(
+    ("tree_edges", "backend"), [(True, "auto"), (False, "auto"), (True, "scipy")]
+)
+def test_two_slave_with_and_without_tree_edges_is_sound(tree_edges: bool, backend: str) -> None:
+    """Pair terms of consecutive tokens in the chain slave (the seed's placement) or in the cut, on
+    the native cut or scipy's: each bounds the optimum and never certifies a wrong labelling, with
+    and without a warm start."""
     for seed in range(INSTANCES // 2):
         em, tr, st, en, mask, patterns = _instance(9000 + seed)
         group = prepare(em, tr, st, en, mask, patterns)
         if not group.patterns:
             continue
-        two = TwoSlave(group, tree_edges=tree_edges)
+        two = TwoSlave(group, backend=backend, tree_edges=tree_edges)
         for scale, warm in ((1.0, False), (2.0, True), (0.5, True)):
             best, _ = _optimum(em, tr, st, en, mask, _scaled(patterns, scale))
             tol = TOL * max(1.0, abs(best))
