@@ -61,6 +61,7 @@ __all__ = [
     "SystemRun",
     "compare",
     "cross_validate",
+    "decode_grid",
     "decode_groups",
     "joint_groups",
     "linked_phrases",
@@ -157,36 +158,79 @@ def decode_groups(
     Args:
         model: the trained model (its tagger's head gives the chain potentials).
         labelled: the sentences to label.
-        decoder: the joint decoder (its factors, weights, method).
+        decoder: the joint decoder (its factors, weights, method, scale).
         grouping: how the sentences (labelled and context together) fall into groups.
         context: unlabelled sentences decoded with the groups they join, never returned.
     """
+    return _decode(model, labelled, decoder, grouping, context, None)[None]
+
+
+def decode_grid(
+    model: TaggerModule,
+    labelled: Sequence[Sentence],
+    decoder: FactorDecoder,
+    weights: Sequence[float],
+    grouping: Grouping,
+    context: Sequence[Sentence] = (),
+) -> dict[float, Decoded]:
+    """:func:`decode_groups` at each scale of ``weights``, each group's structure built once.
+
+    Each group's potentials are computed once and its decomposition kept from one scale to the next
+    (rescaled and warm-started by the decoder; :meth:`~crfhead.higher_order.decoder.FactorDecoder.
+    forget` once the group is done); every scale's seconds count the shared potentials.
+    """
+    got = _decode(model, labelled, decoder, grouping, context, [float(w) for w in weights])
+    return {w: d for w, d in got.items() if w is not None}
+
+
+def _decode(
+    model: TaggerModule,
+    labelled: Sequence[Sentence],
+    decoder: FactorDecoder,
+    grouping: Grouping,
+    context: Sequence[Sentence],
+    weights: list[float] | None,
+) -> dict[float | None, Decoded]:
     tagger = model.tagger
     collate = collator_for(model.hparams["vocabs"], tagger.needs)
     labels = tagger.labels.labels
     pool, groups = joint_groups(labelled, context, grouping)
-    out: list[list[str] | None] = [None] * len(labelled)
-    decoder.reset_stats()
-    began = time.perf_counter()
+    scales: list[float | None] = [None] if weights is None else list(weights)
+    tags: dict[float | None, list[list[str]]] = {w: [[] for _ in labelled] for w in scales}
+    seconds = dict.fromkeys(scales, 0.0)
+    counts = {w: dict.fromkeys(("with_patterns", "certified", "iterations"), 0) for w in scales}
     for group in groups:
+        began = time.perf_counter()
         batch = collate([pool[i] for i in group])
         batch = dataclasses.replace(batch, groups=[list(range(len(group)))])
         with torch.inference_mode():
             pot = tagger.head.potentials(tagger(batch), batch.mask)
-            tags = decoder.decode(pot, batch).tolist()
-        for i, row in zip(group, tags, strict=True):
-            if i < len(labelled):
-                out[i] = [labels[k] for k in row if k >= 0]
-    seconds = time.perf_counter() - began
-    stats = decoder.stats
-    return Decoded(
-        [t if t is not None else [] for t in out],
-        seconds,
-        len(groups),
-        int(stats["with_patterns"]),
-        int(stats["certified"]),
-        int(stats["iterations"]),
-    )
+        shared = time.perf_counter() - began  # the potentials, counted for every scale
+        for w in scales:
+            if w is not None:
+                decoder.use(w)
+            decoder.reset_stats()
+            began = time.perf_counter()
+            with torch.inference_mode():
+                rows = decoder.decode(pot, batch).tolist()
+            seconds[w] += shared + time.perf_counter() - began
+            for name in counts[w]:
+                counts[w][name] += int(decoder.stats[name])
+            for i, row in zip(group, rows, strict=True):
+                if i < len(labelled):
+                    tags[w][i] = [labels[k] for k in row if k >= 0]
+        decoder.forget()
+    return {
+        w: Decoded(
+            tags[w],
+            seconds[w],
+            len(groups),
+            counts[w]["with_patterns"],
+            counts[w]["certified"],
+            counts[w]["iterations"],
+        )
+        for w in scales
+    }
 
 
 def _f1(scheme: str, gold: Sequence[Sentence], tags: Sequence[Sequence[str]]) -> dict[str, float]:
@@ -441,12 +485,9 @@ class Pipeline(Protocol):
         model, history, train_seconds = self.setup.train(train, dev, fold.index)
         scheme = model.tagger.labels.scheme
         began = time.perf_counter()
-        grid_f1: dict[float, dict[str, float]] = {}
-        for w in self.grid:
-            got = decode_groups(
-                model, dev, self.decoder(model, self.select_method, w), grouping, context
-            )
-            grid_f1[w] = _f1(scheme, dev, got.tags)
+        decoder = self.decoder(model, self.select_method, self.grid[0])
+        on_dev = decode_grid(model, dev, decoder, self.grid, grouping, context)
+        grid_f1 = {w: _f1(scheme, dev, on_dev[w].tags) for w in self.grid}
         weight = max(grid_f1, key=lambda w: (grid_f1[w]["f1"], grid_f1[w]["macro_f1"]))
         select_seconds = time.perf_counter() - began
         systems = {CHAIN: _chain_run(model, test, train_seconds, history)}

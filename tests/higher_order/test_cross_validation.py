@@ -28,6 +28,7 @@ from crfhead.higher_order.cross_validation import (
     Setup,
     compare,
     cross_validate,
+    decode_grid,
     decode_groups,
     joint_groups,
     linked_phrases,
@@ -260,3 +261,16 @@ def test_the_two_stage_baseline_runs_beside_the_decoders(pool: list[Sentence]) -
     two = outcome.systems[TWO_STAGE]
     assert [len(t) for t in two.tags] == [len(pool[i]) for i in fold.test]
     assert two.train_seconds > outcome.systems[CHAIN].train_seconds
+
+
+def test_a_grid_decodes_as_each_weight_alone(pool: list[Sentence]) -> None:
+    setup = _setup()
+    model, _, _ = setup.train(pool[:10], pool[10:13], 0)
+    labelled = pool[13:]
+    protocol = Pipeline(setup, Consistency(min_sentences=2))
+    grid = decode_grid(model, labelled, protocol.decoder(model, "ilp", 0.0), (0.0, 1.0), GROUPING)
+    for w in (0.0, 1.0):
+        alone = decode_groups(model, labelled, protocol.decoder(model, "ilp", w), GROUPING)
+        assert grid[w].tags == alone.tags
+        assert (grid[w].groups, grid[w].with_patterns) == (alone.groups, alone.with_patterns)
+    assert grid[0.0].with_patterns == 0 < grid[1.0].with_patterns
