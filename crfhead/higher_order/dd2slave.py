@@ -213,6 +213,23 @@ class TwoSlave:
             scale * self._unit_mean,
             mass=scale * self._unit_mass,
         )
+        edge_tables = scale * self._edge_coupled
+        pat_scores = scale * self._pat_scores
+        # The chains' own Viterbi on the coupled sentences: a primal (with chain tables the first
+        # iteration decodes the chains *plus* pair terms, for a negative pattern its score on every
+        # pair, so the result is never below the chains' labelling), and the bound of the chains'
+        # optimum plus every positive pattern (tighter than the cut's on negative patterns).
+        o = self.group.chain
+        plain = ChainPotentials(emissions, o.transitions, o.start, o.end, pot.mask[rows_t])
+        values1, tags1 = viterbi_checked(plain, self.rows.tolist())
+        flat1 = tags1.reshape(-1).numpy()
+        holds1 = ((flat1[self._pat_tokens] == self._pat_labels) | ~self._pat_valid).all(1)
+        chains1 = float(values1.sum())
+        loop.offer(
+            chains1 + float(pat_scores[holds1].sum()),
+            tags1,
+            chains1 + float(np.maximum(pat_scores, 0.0).sum()),
+        )
         base_w = scale * self._base_w
         constant = scale * self.rep.constant
         magnitude = scale * self._unit_magnitude
@@ -228,8 +245,6 @@ class TwoSlave:
                 right=pb.right,
                 quadratic=scale * pb.quadratic,
             )
-        edge_tables = scale * self._edge_coupled
-        pat_scores = scale * self._pat_scores
         last_tags: np.ndarray | None = None
         last_score = 0.0
         for _ in range(max_iterations):

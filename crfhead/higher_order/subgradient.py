@@ -64,6 +64,18 @@ class Subgradient:
         self.primals: list[float] = []
         self.stale = self.increases = 0
         self.certified = False
+        self.floor = math.inf
+
+    def offer(self, primal: float, tags: Tensor, bound: float = math.inf) -> None:
+        """A labelling (primal recovery) and an upper bound found outside the iterations.
+
+        The labelling is kept when it is the best; the bound (any valid one, such as the chains'
+        optimum plus every positive pattern) caps the reported dual and counts for the
+        certificate, but not for the step rules, which follow the decomposition's own duals.
+        """
+        if primal > self.best_primal:
+            self.best_primal, self.best_tags = primal, tags
+        self.floor = min(self.floor, bound)
 
     def record(self, dual: float, primal: float, tags: Tensor, norm2: float) -> float | None:
         """Record an iteration; the step to take, or ``None`` when the run should stop.
@@ -80,7 +92,7 @@ class Subgradient:
             self.stale += 1
         self.duals.append(dual)
         self.primals.append(self.best_primal)
-        self.certified = certifies(self.best_primal, self.best_dual, self.mass)
+        self.certified = certifies(self.best_primal, min(self.best_dual, self.floor), self.mass)
         if norm2 == 0.0 or self.certified:
             # Agreement leaves the multipliers where they are: nothing more to learn.
             return None
@@ -100,7 +112,7 @@ class Subgradient:
         return DecodeResult(
             tags=self.best_tags,
             primal=self.best_primal + offset,
-            dual=self.best_dual + offset,
+            dual=min(self.best_dual, self.floor) + offset,
             certified=self.certified,
             iterations=len(self.duals),
             method=method,

@@ -401,3 +401,18 @@ def test_a_prepared_group_refuses_bad_scales_and_methods() -> None:
     group = prepare(torch.zeros(1, 2, 2), torch.zeros(2, 2), None, None, None, [])
     with pytest.raises(ValueError, match="scale must be > 0"):
         TwoSlave(group).decode(0.0)
+
+
+def test_the_two_slave_bound_is_never_above_the_chains_bound_nor_its_primal_below_viterbi() -> None:
+    """The chains' optimum plus every positive pattern caps the 2-slave dual (the cut is loose on
+    negative patterns), and the chains' labelling is a primal candidate, with or without a warm
+    start."""
+    for seed in range(INSTANCES // 2):
+        em, tr, st, en, mask, patterns = _instance(7000 + seed)
+        chains = decode(em, tr, st, en, mask, patterns, method="viterbi")
+        prepared = PreparedGroup(em, tr, st, en, mask, patterns)
+        for _ in range(2):
+            r = prepared.decode(1.0, max_iterations=30)
+            tol = 1e-9 * max(1.0, abs(chains.dual))
+            assert r.dual <= chains.dual + tol, seed
+            assert r.primal >= chains.primal - tol, seed
