@@ -40,6 +40,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from crfhead import engine
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.higher_order.group import Group, viterbi_checked
 from crfhead.higher_order.native_maxflow import Maxflow
@@ -250,12 +251,17 @@ class TwoSlave:
         for _ in range(max_iterations):
             shifted = flat_emissions.clone()
             shifted.index_add_(0, self._cells, torch.from_numpy(theta))
-            values, sub_tags = viterbi_checked(
-                ChainPotentials(
-                    shifted.reshape(emissions.shape), sub.transitions, sub.start, sub.end, sub.mask
-                ),
-                self.rows.tolist(),
-            )
+            # Feasible rows stay feasible under finite multipliers: no check in the loop.
+            with torch.no_grad():
+                values, sub_tags = engine.viterbi(
+                    ChainPotentials(
+                        shifted.reshape(emissions.shape),
+                        sub.transitions,
+                        sub.start,
+                        sub.end,
+                        sub.mask,
+                    )
+                )
             chain_value = float(values.sum())
             flat = sub_tags.reshape(-1).numpy()
             chosen = flat[self._sel] == self._labels  # (V,)

@@ -135,6 +135,7 @@ class Maxflow:
         self._handle = lib.crfhead_mf_new(self.n, self.m, *(_ptr(a) for a in self._arrays))
         self._x = np.zeros(self.n, dtype=np.uint8)
         self._parts = np.zeros(3, dtype=np.float64)
+        self._out = (_ptr(self._x), _ptr(self._parts))  # fixed buffers: their addresses once
         self.visited = 0
 
     def __reduce__(self) -> tuple[type[Maxflow], tuple[object, ...]]:
@@ -166,11 +167,9 @@ class Maxflow:
         if w.shape != (self.n,):
             raise ValueError(f"w must have shape ({self.n},), got {w.shape}")
         self.visited = int(
-            self._lib.crfhead_mf_solve(
-                self._handle, _ptr(w), _ptr(self._x), _ptr(self._parts), int(bool(reuse))
-            )
+            self._lib.crfhead_mf_solve(self._handle, _ptr(w), *self._out, int(bool(reuse)))
         )
-        return self._x.astype(np.bool_), self._parts.copy()
+        return self._x.view(np.bool_).copy(), self._parts.copy()
 
 
 def bound(constant: float, parts: np.ndarray, magnitude: float, terms: int) -> float:
