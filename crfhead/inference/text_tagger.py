@@ -207,8 +207,27 @@ class TextTagger:
                 an invalid ``group``, or one given to a model without a group decoder.
         """
         prepared = self._prepare(items)
-        sentences = [Sentence([t.text for t in toks]) for _, toks in prepared]
-        return self._run(prepared, batch_size, progress, self.groups_of(group, sentences))
+        return self._run(prepared, batch_size, progress, self._groups_of_prepared(group, prepared))
+
+    def groups_for(
+        self, items: Sequence[str | Sequence[str]], group: GroupBy
+    ) -> list[list[int]] | None:
+        """The groups :meth:`annotate` decodes ``items`` in under ``group``, as index lists.
+
+        Each item is in exactly one list (``None``: each decoded alone), so the lists can be passed
+        back as ``annotate(items, group=lists)`` to decode those groups without grouping again. An
+        item with no tokens stays in its list but is not decoded (its ``certified`` is ``None``).
+
+        Raises:
+            ValueError: as :meth:`annotate`.
+        """
+        return self._groups_of_prepared(group, self._prepare(items))
+
+    def _groups_of_prepared(
+        self, group: GroupBy, prepared: Sequence[tuple[str, list[Token]]]
+    ) -> list[list[int]] | None:
+        """:meth:`groups_of` for prepared items (tokens only, as the grouping sees them)."""
+        return self.groups_of(group, [Sentence([t.text for t in toks]) for _, toks in prepared])
 
     def predict_sentences(
         self,
