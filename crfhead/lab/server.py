@@ -14,6 +14,15 @@ else. Two kinds of request:
   probabilities ``exp(score - log Z)``. A body over :data:`MAX_BODY` bytes is a 413, a body that is not
   a JSON object with a string ``text`` a 400, another content type than JSON a 415, and a request with
   no model loaded a 409; each error is ``{"error": message}``.
+* ``POST /api/tag`` with ``{"texts": [str, ...], "group": "all" | "auto" | "none"}`` instead (at most
+  :data:`MAX_TEXTS` texts and :data:`MAX_CHARS` characters in all): the texts tagged together, as
+  :meth:`~crfhead.inference.text_tagger.TextTagger.annotate` tags them with that ``group`` (all texts
+  one group, the grouping the model was trained with, each alone). The answer (:func:`_tag_texts`)
+  has one entry per text (tokens with offsets, tags, entities, ``certified``, its ``group``), the
+  groups (``{"texts": [indices], "certified"}``), and, to compare, each text's ``chain_tags`` (the same
+  model with ``group="none"``) and the token indices whose label the joint decoding ``changed``. A
+  ``group`` other than ``"none"`` for a model without a group decoder (``GET /api/model`` says
+  ``"group_decoder": false``) is a 400 that says so.
 
 A ``Host`` header that is not the loopback address (DNS rebinding) is refused with a 403, and every
 answer forbids the page to reach anything but this server (a ``Content-Security-Policy``).
@@ -29,6 +38,7 @@ import math
 import mimetypes
 import sys
 import threading
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -40,9 +50,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_K",
+    "GROUPS",
     "HOST",
     "MAX_BODY",
+    "MAX_CHARS",
     "MAX_K",
+    "MAX_TEXTS",
     "STATIC",
     "LabServer",
     "LabState",
@@ -60,6 +73,14 @@ MAX_K = 20
 """The most best paths ``POST /api/tag`` returns."""
 DEFAULT_K = 5
 """Best paths returned when the request names no ``k``."""
+MAX_TEXTS = 64
+"""The most texts one ``POST /api/tag`` with ``"texts"`` tags (they may all be one group)."""
+MAX_CHARS = 16_000
+"""The most characters, all texts together, one ``POST /api/tag`` with ``"texts"`` tags."""
+GROUPS = ("all", "auto", "none")
+"""The ``"group"`` values of ``POST /api/tag`` with ``"texts"``: all texts one group, the model's
+saved grouping, each text alone (the chain). Lines typed into a page have no document ids, so
+``TextTagger``'s ``"document"`` mode would decode each alone: it is not offered."""
 
 _TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -122,7 +143,11 @@ class LabState:
 
     # ------------------------------------------------------------------------------ the model
     def model_info(self) -> dict[str, Any]:
-        """``GET /api/model``: whether a model is loaded, its labels, head, encoder and path."""
+        """``GET /api/model``: whether a model is loaded, its labels, head, encoder and path.
+
+        ``group_decoder`` says whether it decodes texts jointly (``"group"`` other than ``"none"``),
+        ``grouping`` names the grouping it was trained with (``"group": "auto"``), or ``None``.
+        """
         t = self.tagger
         if t is None:
             return {
@@ -134,6 +159,8 @@ class LabState:
                 "scheme": None,
                 "calibrated": None,
                 "decoder": None,
+                "group_decoder": False,
+                "grouping": None,
             }
         head = t.model.head
         return {
@@ -147,6 +174,8 @@ class LabState:
             "decoder": type(t.model.decoder).__name__
             if t.model.decoder is not None
             else str(getattr(head, "decoder", "viterbi")),
+            "group_decoder": t.model.decoder is not None,
+            "grouping": None if t.grouping is None else repr(t.grouping),
         }
 
     def tag(self, text: str, k: int) -> dict[str, Any]:
@@ -155,18 +184,53 @@ class LabState:
         Raises:
             _RequestError: 409 with no model loaded; 400 for text the model refuses.
         """
-        tagger = self.tagger
-        if tagger is None:
-            raise _RequestError(
-                HTTPStatus.CONFLICT,
-                "no model is loaded: start the lab with --model PATH "
-                "(a training checkpoint .ckpt or a folder written by TextTagger.save)",
-            )
+        tagger = self._loaded()
         with self.lock:
             try:
                 return _tag(tagger, text, k)
             except ValueError as err:
                 raise _RequestError(HTTPStatus.BAD_REQUEST, str(err)) from None
+
+    def tag_texts(self, texts: list[str], group: str) -> dict[str, Any]:
+        """``POST /api/tag`` with ``"texts"``: the texts decoded in ``group``'s groups (:func:`_tag_texts`).
+
+        Raises:
+            _RequestError: 409 with no model loaded; 400 for a ``group`` the model cannot decode
+                (no group decoder, or ``"auto"`` with no saved grouping) or text it refuses.
+        """
+        tagger = self._loaded()
+        if group != "none" and tagger.model.decoder is None:
+            raise _RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f'"group": "{group}" needs a group decoder, and this model has none (it was '
+                "trained without model.decoder, so its chain decodes each text alone): send "
+                '"group": "none", or load a higher-order model',
+            )
+        if group == "auto" and tagger.grouping is None:
+            raise _RequestError(
+                HTTPStatus.BAD_REQUEST,
+                '"group": "auto" decodes the texts in the grouping the model was trained with, '
+                'and this model saved none (trained without data.grouping): send "all" or "none"',
+            )
+        with self.lock:
+            try:
+                return _tag_texts(tagger, texts, group)
+            except ValueError as err:
+                raise _RequestError(HTTPStatus.BAD_REQUEST, str(err)) from None
+
+    def _loaded(self) -> TextTagger:
+        """The model.
+
+        Raises:
+            _RequestError: 409 with no model loaded.
+        """
+        if self.tagger is None:
+            raise _RequestError(
+                HTTPStatus.CONFLICT,
+                "no model is loaded: start the lab with --model PATH "
+                "(a training checkpoint .ckpt or a folder written by TextTagger.save)",
+            )
+        return self.tagger
 
 
 def _tag(tagger: TextTagger, text: str, k: int) -> dict[str, Any]:
@@ -202,6 +266,60 @@ def _tag(tagger: TextTagger, text: str, k: int) -> dict[str, Any]:
     return out
 
 
+def _tag_texts(tagger: TextTagger, texts: list[str], group: str) -> dict[str, Any]:
+    """Tag ``texts`` as ``tagger.annotate(texts, group=group)`` does, beside the chain alone.
+
+    The groups are asked for once (:meth:`TextTagger.groups_for`) and passed back to
+    :meth:`TextTagger.annotate` as index lists, so the groups reported are the groups decoded. With
+    ``"none"`` the joint and the chain-alone decodings are one decoding.
+
+    Returns:
+        ``{"group", "labels", "calibrated", "groups", "texts"}``: ``groups`` lists
+        ``{"texts": [indices], "certified"}`` (empty for ``"none"``; ``certified`` is ``None`` for a
+        group with no tokens); each entry of ``texts`` has ``text``, ``tokens`` (with offsets),
+        ``tags``, ``entities``, ``certified``, ``group`` (its index in ``groups``, or ``None``),
+        ``chain_tags`` and ``changed`` (the token indices where ``tags`` and ``chain_tags`` differ).
+    """
+    groups = tagger.groups_for(texts, group)
+    chain = tagger.annotate(texts, group=False)
+    joint = chain if groups is None else tagger.annotate(texts, group=groups)
+    where: dict[int, int] = {}
+    for g, members in enumerate(groups or []):
+        for i in members:
+            where[i] = g
+    entries = []
+    for i, (one, alone) in enumerate(zip(joint, chain, strict=True)):
+        entries.append(
+            {
+                "text": one.text,
+                "tokens": [{"text": t.text, "start": t.start, "end": t.end} for t in one.tokens],
+                "tags": list(one.tags),
+                "entities": [e.to_dict() for e in one.entities],
+                "certified": one.certified,
+                "group": where.get(i),
+                "chain_tags": list(alone.tags),
+                "changed": [
+                    t for t, (a, b) in enumerate(zip(one.tags, alone.tags, strict=True)) if a != b
+                ],
+            }
+        )
+    return {
+        "group": group,
+        "labels": tagger.labels,
+        "calibrated": bool(tagger.model.head.calibrated),
+        "groups": [
+            {
+                "texts": list(members),
+                "certified": next(
+                    (joint[i].certified for i in members if joint[i].certified is not None), None
+                ),
+            }
+            for members in groups or []
+        ],
+        "texts": entries,
+    }
+
+
 def load_model(path: str | Path, device: str | None = None) -> TextTagger:
     """The model at ``path`` (:func:`crfhead.load`): a ``.ckpt`` or a saved folder.
 
@@ -220,8 +338,8 @@ def load_model(path: str | Path, device: str | None = None) -> TextTagger:
 
 
 # ------------------------------------------------------------------------------------ requests
-def _parse_tag_request(body: bytes) -> tuple[str, int]:
-    """``(text, k)`` of a ``POST /api/tag`` body.
+def _parse_tag_request(body: bytes) -> tuple[str, int] | _TextsRequest:
+    """``(text, k)`` of a one-text ``POST /api/tag`` body, ``(texts, group)`` of one with ``"texts"``.
 
     Raises:
         _RequestError: 400 naming what is wrong.
@@ -239,6 +357,8 @@ def _parse_tag_request(body: bytes) -> tuple[str, int]:
             HTTPStatus.BAD_REQUEST,
             f'expected a JSON object {{"text": ..., "k": ...}}, got a {type(payload).__name__}',
         )
+    if "texts" in payload:
+        return _parse_texts(payload)
     unknown = sorted(set(payload) - {"text", "k"})
     if unknown:
         raise _RequestError(
@@ -259,6 +379,67 @@ def _parse_tag_request(body: bytes) -> tuple[str, int]:
     if not 1 <= k <= MAX_K:
         raise _RequestError(HTTPStatus.BAD_REQUEST, f'"k" must be between 1 and {MAX_K}, got {k}')
     return text, k
+
+
+@dataclass(frozen=True)
+class _TextsRequest:
+    """A ``POST /api/tag`` body with ``"texts"``: the texts and how they are grouped."""
+
+    texts: list[str]
+    group: str
+
+
+def _parse_texts(payload: dict[str, Any]) -> _TextsRequest:
+    """``(texts, group)`` of a ``POST /api/tag`` body with ``"texts"``.
+
+    Raises:
+        _RequestError: 400 naming what is wrong.
+    """
+    unknown = sorted(set(payload) - {"texts", "group"})
+    if unknown:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f'unknown fields {unknown}: with "texts" give "group" only ("k" best paths are for '
+            'one "text")',
+        )
+    texts = payload["texts"]
+    if not isinstance(texts, list):
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f'"texts" must be a list of strings, got a {type(texts).__name__}',
+        )
+    if not texts:
+        raise _RequestError(HTTPStatus.BAD_REQUEST, '"texts" is empty: give at least one text')
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise _RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f'"texts"[{i}] must be a string, got a {type(text).__name__}',
+            )
+    if len(texts) > MAX_TEXTS:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f'"texts" holds {len(texts)} texts; the lab tags at most {MAX_TEXTS} at once',
+        )
+    chars = sum(len(t) for t in texts)
+    if chars > MAX_CHARS:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f'"texts" hold {chars} characters in all; the lab tags at most {MAX_CHARS} at once',
+        )
+    if "group" not in payload:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f'missing "group" (how the texts are decoded: one of {list(GROUPS)})',
+        )
+    group = payload["group"]
+    if not isinstance(group, str) or group not in GROUPS:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f'"group" must be one of {list(GROUPS)} (all texts one group, the model\'s saved '
+            f"grouping, each alone), got {json.dumps(group)}",
+        )
+    return _TextsRequest(texts, group)
 
 
 def _static_file(root: Path, url_path: str) -> Path | None:
@@ -378,8 +559,11 @@ class _Handler(BaseHTTPRequestHandler):
                     HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
                     f"send the body as application/json, not {ctype or 'no content type'}",
                 )
-            text, k = _parse_tag_request(body)
-            result = self.server.state.tag(text, k)
+            request = _parse_tag_request(body)
+            if isinstance(request, _TextsRequest):
+                result = self.server.state.tag_texts(request.texts, request.group)
+            else:
+                result = self.server.state.tag(*request)
         except _RequestError as err:
             self._error(err.status, err.message)
             return
