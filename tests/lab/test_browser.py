@@ -302,3 +302,97 @@ def test_missing_and_broken_payloads_never_break_the_page(browser: Any, tmp_path
             assert p.errors == []
         finally:
             p.close()
+
+
+# ------------------------------------------------------------------------------------ joint mode
+@pytest.fixture(scope="module")
+def joint_server(lab_higher_order_path: Path) -> Iterator[LabServer]:
+    yield from _serve(
+        tagger=load_model(lab_higher_order_path), model_path=str(lab_higher_order_path)
+    )
+
+
+def test_lines_decoded_jointly_by_a_higher_order_model(
+    browser: Any, joint_server: LabServer, tmp_path: Path
+) -> None:
+    lines = [
+        "Solenne Power guided to 4 percent growth in the first quarter, said CEO Mara Voss.",
+        "",
+        "Mara Voss said Solenne Power grew.",
+        "nothing to see here",
+    ]
+    texts = [line for line in lines if line]
+    tagger = joint_server.state.tagger
+    assert tagger is not None
+    p = Page(browser, joint_server.url + "#model")
+    try:
+        assert p.page.locator("#model-one").is_visible()
+        assert not p.page.locator("#model-joint").is_visible()
+        p.page.check("input[name='model-mode'][value='joint']")
+        assert p.page.locator("#model-joint").is_visible()
+        assert not p.page.locator("#model-one").is_visible()
+        p.page.fill("#joint-texts", "\n".join(lines))
+
+        def decode(group: str) -> None:
+            p.page.select_option("#joint-group", group)
+            p.page.click("#joint-submit")
+            # The click sets the state to busy before it returns; done means this answer drawn.
+            p.page.wait_for_selector(
+                "#joint-output[data-state='done'] #joint-result", timeout=30000
+            )
+
+        decode("auto")
+        groups = tagger.groups_for(texts, "auto")
+        assert groups == [[0, 1], [2]]
+        boxes = p.page.locator("#joint-result .joint-group")
+        assert boxes.count() == 2
+        assert "lines 1, 3" in boxes.nth(0).locator("h3").inner_text()  # line numbers as typed
+        want = tagger.annotate(texts, group="auto")
+        alone = tagger.annotate(texts)
+        for g, members in enumerate(groups):
+            badge = boxes.nth(g).locator(".badge").inner_text()
+            certified = want[members[0]].certified
+            assert ("certified optimal" in badge) == bool(certified), badge
+        shown = p.page.eval_on_selector_all(
+            "#joint-result .joint-line",
+            "els => els.map(e => ({line: Number(e.dataset.line), text: Number(e.dataset.text),"
+            " ents: [...e.querySelectorAll('mark.ent')].map(m => m.dataset.label),"
+            " changed: [...e.querySelectorAll('.tok.changed')].map(t => Number(t.dataset.t))}))",
+        )
+        assert [s["line"] for s in shown] == [1, 3, 4]
+        for s in shown:
+            i = s["text"]
+            assert s["ents"] == [e.label for e in want[i].entities]
+            diff = [
+                t
+                for t, (a, b) in enumerate(zip(want[i].tags, alone[i].tags, strict=True))
+                if a != b
+            ]
+            assert s["changed"] == diff
+        assert any(s["changed"] for s in shown)  # this model relabels some token
+        count = sum(len(s["changed"]) for s in shown)
+        assert p.page.inner_text("#joint-changed") == str(count)
+        p.page.screenshot(path=str((SHOTS or tmp_path) / "model_joint.png"), full_page=True)
+
+        decode("none")
+        assert p.page.locator("#joint-result .tok.changed").count() == 0
+        assert p.page.inner_text("#joint-groups") == "0"
+        decode("all")
+        assert p.page.locator("#joint-result .joint-group").count() == 1
+        width = p.page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280
+        # The one-sentence mode is still there, trellis and all.
+        p.page.check("input[name='model-mode'][value='one']")
+        assert not p.page.locator("#model-joint").is_visible()
+        p.page.fill("#model-text", texts[1])
+        p.page.click("#model-submit")
+        p.page.wait_for_selector("#model-output[data-state='done'] #model-trellis", timeout=30000)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_a_chain_model_offers_no_joint_mode(page: Page) -> None:
+    page.tab("model")
+    assert page.page.locator("input[name='model-mode']").count() == 0
+    assert page.page.locator("#joint-texts").count() == 0

@@ -607,6 +607,110 @@
   }
 
   // ------------------------------------------------------------------------- Your model
+  // The text with its entities marked, displaCy style: type and exact span probability written out.
+  function entityMarks(text, entities, colorOf, attrs) {
+    const ents = h('div', attrs);
+    let pos = 0;
+    for (const e of entities) {
+      if (e.start < pos) continue;
+      ents.append(text.slice(pos, e.start));
+      ents.append(h('mark', { class: 'ent', style: `background-color:${colorOf(e.label)}`, dataset: { label: e.label, start: e.start, end: e.end, probability: e.probability === null ? '' : e.probability } }, [
+        h('span', { class: 'ent-text', text: text.slice(e.start, e.end) }),
+        h('span', { class: 'ent-label', text: e.label }),
+        h('span', { class: 'ent-prob', text: e.probability === null ? '' : `p = ${fmt(e.probability)}` }),
+      ]));
+      pos = e.end;
+    }
+    ents.append(text.slice(pos));
+    return ents;
+  }
+
+  // Several lines decoded together by a higher-order model (POST /api/tag with "texts" and "group"):
+  // each line's entities, each group's certificate, and the tokens the joint decoding relabelled.
+  const JOINT_LINES = [
+    'Solenne Power guided to 4 percent growth in the first quarter, said CEO Mara Voss.',
+    'Mara Voss said Solenne Power grew.',
+    'Voss and Power met in the quarter.',
+  ];
+  function jointMode(info, colorOf) {
+    const input = h('textarea', { id: 'joint-texts', rows: 6, 'aria-label': 'texts to decode jointly, one per line', placeholder: 'One text per line' });
+    input.value = JOINT_LINES.join('\n');
+    const groupSel = h('select', { id: 'joint-group', 'aria-label': 'which lines are decoded together' }, [
+      h('option', { value: 'all', text: 'all lines as one group', selected: true }),
+      h('option', { value: 'auto', text: info.grouping ? `the model's saved grouping (${info.grouping})` : 'the model\u2019s saved grouping (this model saved none)', disabled: !info.grouping }),
+      h('option', { value: 'none', text: 'each line alone (the chain)' }),
+    ]);
+    const button = h('button', { type: 'submit', class: 'btn primary', id: 'joint-submit', text: 'Decode jointly' });
+    const out = h('div', { id: 'joint-output' });
+    const form = h('form', { class: 'model-form', id: 'joint-form', on: { submit: (e) => { e.preventDefault(); run(); } } }, [
+      input, h('div', { class: 'controls' }, [button, h('label', {}, ['groups ', groupSel]), h('span', { class: 'model-info', text: 'One text per line; blank lines are left out.' })]),
+    ]);
+    let seq = 0;
+    async function run() {
+      const mine = ++seq;
+      const lines = input.value.split('\n').map((text, i) => ({ text, line: i + 1 })).filter((l) => l.text.trim());
+      button.disabled = true;
+      out.dataset.state = 'busy';
+      try {
+        if (!lines.length) throw new Error('type at least one line');
+        const res = await fetch('api/tag', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ texts: lines.map((l) => l.text), group: groupSel.value }) });
+        const body = await res.json().catch(() => ({ error: `the server answered ${res.status} without JSON` }));
+        if (mine !== seq) return;
+        if (!res.ok) throw new Error(body.error || `the server answered ${res.status}`);
+        show(body, lines.map((l) => l.line));
+        out.dataset.state = 'done';
+      } catch (err) {
+        if (mine !== seq) return;
+        out.replaceChildren(h('div', { class: 'notice error', role: 'alert', id: 'joint-error' }, [h('strong', { text: 'could not decode these lines' }), String(err.message || err)]));
+        out.dataset.state = 'error';
+      } finally {
+        if (mine === seq) button.disabled = false;
+      }
+    }
+    function lineView(r, i, lineNo) {
+      const t = r.texts[i];
+      const changed = new Set(t.changed);
+      return h('div', { class: 'sentence joint-line', dataset: { text: i, line: lineNo, changed: t.changed.length } }, [
+        h('div', { class: 'lab', text: `line ${lineNo}${t.changed.length ? `: ${t.changed.length} token${t.changed.length > 1 ? 's' : ''} relabelled by the joint decoding` : ''}` }),
+        entityMarks(t.text, t.entities, colorOf, { class: 'ents joint-ents' }),
+        t.tokens.length ? h('div', { class: 'tokens' }, t.tokens.map((tok, k) => h('span', { class: `tok${changed.has(k) ? ' changed' : ''}`, dataset: { t: k }, title: changed.has(k) ? `the chain alone: ${t.chain_tags[k]}; decoded jointly: ${t.tags[k]}` : null }, [
+          h('span', { class: 'w', text: tok.text }),
+          h('span', { class: 'l', text: changed.has(k) ? `${t.chain_tags[k]} → ${t.tags[k]}` : t.tags[k] }),
+        ]))) : h('p', { class: 'note', text: 'no tokens: nothing to decode' }),
+      ]);
+    }
+    function certBadge(certified) {
+      if (certified === null) return h('span', { class: 'badge cert-none', text: 'not decoded (no tokens)' });
+      return h('span', { class: `badge ${certified ? 'cert-yes' : 'cert-no'}`, text: certified ? 'certified optimal ✓' : 'not certified ✗ (stopped at the iteration limit)' });
+    }
+    function show(r, lineNos) {
+      out.replaceChildren();
+      const changed = r.texts.reduce((a, t) => a + t.changed.length, 0);
+      const certified = r.groups.filter((g) => g.certified).length;
+      out.append(h('div', { class: 'stats' }, [
+        stat('lines', String(r.texts.length), 'joint-lines'),
+        stat('groups decoded jointly', String(r.groups.length), 'joint-groups'),
+        stat('groups certified', r.groups.length ? `${certified} / ${r.groups.length}` : '–', 'joint-certified'),
+        stat('tokens relabelled', String(changed), 'joint-changed'),
+      ]));
+      const view = h('div', { id: 'joint-result' });
+      if (!r.groups.length) {
+        view.append(h('div', { class: 'joint-group', dataset: { group: 'none' } }, [
+          h('h3', { text: 'Each line alone' }, []),
+          h('p', { class: 'note', text: 'Decoded by the chain, line by line: nothing is decoded jointly, so nothing is certified or relabelled.' }),
+        ].concat(r.texts.map((_, i) => lineView(r, i, lineNos[i])))));
+      }
+      r.groups.forEach((g, gi) => {
+        const lines = g.texts.map((i) => lineNos[i]);
+        view.append(h('div', { class: 'joint-group', dataset: { group: gi, certified: g.certified === null ? '' : g.certified } }, [
+          h('h3', {}, [`Group ${gi + 1} (line${lines.length > 1 ? 's' : ''} ${lines.join(', ')})`, certBadge(g.certified)]),
+        ].concat(g.texts.map((i) => lineView(r, i, lineNos[i])))));
+      });
+      out.append(view, h('p', { class: 'note', text: 'Boxed tokens (dashed border, "chain → joint") are those whose label the joint decoding changed from the chain alone. Entities are the joint decoding\u2019s; their p is still the chain\u2019s marginal for that line alone, not a probability under the joint model. A group is certified when the decoder proved its labelling optimal.' }));
+    }
+    return { form, out };
+  }
+
   const ENT_COLORS = ['#7aecec', '#bfeeb7', '#feca74', '#ff9561', '#aa9cfc', '#c887fb', '#9cc9cc', '#ffeb80', '#ff8197', '#e4e7d2', '#f0d0ff', '#bfe1d9'];
   function renderModel(panel, info) {
     panel.append(h('h2', { text: 'Your model' }));
@@ -631,7 +735,19 @@
       input, h('div', { class: 'controls' }, [button, h('label', {}, ['best paths ', kSel]), h('span', { class: 'model-info', text: 'Enter tags; Shift+Enter starts a new line.' })]),
     ]);
     input.addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); run(); } });
-    panel.append(form, out);
+    if (info.group_decoder) {
+      // A higher-order model also decodes several texts together: offer both modes.
+      const one = h('div', { id: 'model-one' }, [form, out]);
+      const joint = jointMode(info, colorOf);
+      const several = h('div', { id: 'model-joint', hidden: true }, [joint.form, joint.out]);
+      const modes = h('div', { class: 'controls' }, [radioGroup('model-mode', 'mode', [
+        { value: 'one', label: 'one sentence: marginals and best paths' },
+        { value: 'joint', label: 'decode these lines jointly' },
+      ], 'one', (v) => { one.hidden = v !== 'one'; several.hidden = v !== 'joint'; })]);
+      panel.append(modes, one, several);
+    } else {
+      panel.append(form, out);
+    }
     let seq = 0;
     async function run() {
       const mine = ++seq;
@@ -655,19 +771,7 @@
     function show(r) {
       out.replaceChildren();
       // Entities in the text, displaCy style, with the type and the exact span probability written out.
-      const ents = h('div', { class: 'ents', id: 'entities' });
-      let pos = 0;
-      for (const e of r.entities) {
-        if (e.start < pos) continue;
-        ents.append(r.text.slice(pos, e.start));
-        ents.append(h('mark', { class: 'ent', style: `background-color:${colorOf(e.label)}`, dataset: { label: e.label, start: e.start, end: e.end, probability: e.probability === null ? '' : e.probability } }, [
-          h('span', { class: 'ent-text', text: r.text.slice(e.start, e.end) }),
-          h('span', { class: 'ent-label', text: e.label }),
-          h('span', { class: 'ent-prob', text: e.probability === null ? '' : `p = ${fmt(e.probability)}` }),
-        ]));
-        pos = e.end;
-      }
-      ents.append(r.text.slice(pos));
+      const ents = entityMarks(r.text, r.entities, colorOf, { class: 'ents', id: 'entities' });
       out.append(h('h3', { text: `Entities (${r.entities.length})` }), ents);
       out.append(h('p', { class: 'note', text: r.calibrated
         ? 'p is the exact probability that the span is an entity of that type under the model (a sum over every path), not a score of one token.'
