@@ -269,9 +269,9 @@ class TextTagger:
                     "group='auto': this model saved no grouping (trained without data.grouping, "
                     "or before groupings were saved); pass group=True, 'document' or a Grouping"
                 )
-            return self.grouping.groups(list(sentences))
+            return self.grouping(list(sentences))  # cut to its max_size, as in training
         if isinstance(group, Grouping):
-            return group.groups(list(sentences))
+            return group(list(sentences))
         if isinstance(group, str):
             raise ValueError(
                 f"group must be one of {GROUP_MODES}, True/False, a Grouping or index lists, "

@@ -68,3 +68,16 @@ def test_the_saved_grouping_sees_the_tokens(joint: TextTagger) -> None:
     assert joint.groups_for(TEXTS, "all") == [[0, 1, 2, 3]]
     with pytest.raises(ValueError, match="exactly once"):
         joint.groups_for(TEXTS, [[0, 1]])
+
+
+def test_the_saved_grouping_and_a_grouping_given_cut_to_their_max_size(joint: TextTagger) -> None:
+    texts = ["Mara Voss said Solenne Power grew."] * 5
+    uncut = joint.groups_for(texts, "auto")
+    assert uncut == [[0, 1, 2, 3, 4]]
+    saved = joint.grouping
+    try:
+        joint.grouping = TweetGroups(threshold=1, max_size=2)  # as a model trained with max_size
+        assert joint.groups_for(texts, "auto") == [[0, 1], [2, 3], [4]]
+    finally:
+        joint.grouping = saved
+    assert joint.groups_for(texts, TweetGroups(threshold=1, max_size=3)) == [[0, 1, 2], [3, 4]]
