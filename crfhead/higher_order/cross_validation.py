@@ -127,6 +127,8 @@ class Decoded:
         with_patterns: those the factors coupled.
         certified: those the decoder proved optimal.
         iterations: dual-decomposition iterations, summed.
+        certifies: whether the system proves anything (a joint decoder; not the chain's batched
+            Viterbi nor the two-stage baseline).
     """
 
     tags: list[list[str]]
@@ -135,6 +137,7 @@ class Decoded:
     with_patterns: int = 0
     certified: int = 0
     iterations: int = 0
+    certifies: bool = True
 
 
 def joint_groups(
@@ -403,7 +406,7 @@ def _chain_run(
     collate = collator_for(model.hparams["vocabs"], model.tagger.needs)
     began = time.perf_counter()
     tags = predict_tags(model, collate, test)
-    decoded = Decoded(tags, time.perf_counter() - began)
+    decoded = Decoded(tags, time.perf_counter() - began, certifies=False)
     return SystemRun(tags, train_seconds, 0.0, decoded, dev={"epochs": history})
 
 
@@ -533,7 +536,7 @@ class Pipeline(Protocol):
         groups = group_sentences(test, self.corpus)
         began = time.perf_counter()
         predicted = two.predict(test, groups)
-        decoded = Decoded(predicted, time.perf_counter() - began, len(groups))
+        decoded = Decoded(predicted, time.perf_counter() - began, len(groups), certifies=False)
         # predict() orders by sentence index, the fold's order.
         return SystemRun(
             predicted,
@@ -693,7 +696,8 @@ def compare(
     Returns:
         system → ``f1``, ``macro_f1`` (pooled), ``fold_f1``, ``fold_macro_f1`` (lists),
         ``mean_f1``, ``mean_macro_f1``, ``seconds`` (mean train + test per fold), ``certified``
-        (fraction of the decoded groups with patterns that were certified; ``None`` for the chain),
+        (fraction of the decoded groups with patterns that were certified; ``None`` for a system
+        that certifies nothing: the chain, the two-stage baseline),
         ``delta`` (a :class:`~crfhead.evaluation.bootstrap.BootstrapResult`, ``None`` for the
         chain).
     """
@@ -728,16 +732,13 @@ def compare(
             "seconds": statistics.mean(r.seconds for r in runs),
             "certified": (
                 None
-                if name == CHAIN
-                else (
-                    sum(
-                        r.decoded.certified - r.decoded.groups + r.decoded.with_patterns
-                        for r in runs
-                    )
-                    / coupled
-                    if coupled
-                    else 1.0
+                if not all(r.decoded.certifies for r in runs)
+                else sum(
+                    r.decoded.certified - r.decoded.groups + r.decoded.with_patterns for r in runs
                 )
+                / coupled
+                if coupled
+                else 1.0
             ),
             "delta": delta,
         }

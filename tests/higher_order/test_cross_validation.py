@@ -261,6 +261,9 @@ def test_the_two_stage_baseline_runs_beside_the_decoders(pool: list[Sentence]) -
     two = outcome.systems[TWO_STAGE]
     assert [len(t) for t in two.tags] == [len(pool[i]) for i in fold.test]
     assert two.train_seconds > outcome.systems[CHAIN].train_seconds
+    table = compare([pool[i] for i in range(len(pool))], [outcome], GROUPING, "BIO", samples=50)
+    assert table[TWO_STAGE]["certified"] is None  # it proves nothing
+    assert table[TWO_STAGE]["delta"] is not None
 
 
 def test_a_grid_decodes_as_each_weight_alone(pool: list[Sentence]) -> None:
