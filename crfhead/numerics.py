@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 
 import torch
@@ -25,8 +26,10 @@ __all__ = [
     "is_tracing",
     "logsumexp",
     "no_autocast",
+    "onnx_exporting",
     "safe_max",
     "softmax",
+    "straight_clamp",
     "without_impossible",
 ]
 
@@ -104,3 +107,24 @@ def no_autocast(device: torch.device) -> Iterator[None]:
 def is_tracing() -> bool:
     """Whether ``torch.compile``/``torch.export`` is tracing (data-dependent checks are skipped)."""
     return bool(torch.compiler.is_compiling())
+
+
+def onnx_exporting() -> bool:
+    """Whether ``torch.onnx.export`` is tracing (ONNX has no translation of crfhead's custom ops)."""
+    onnx = sys.modules.get("torch.onnx")
+    return onnx is not None and bool(onnx.is_in_onnx_export())
+
+
+def straight_clamp(
+    x: torch.Tensor, min: float | None = None, max: float | None = None
+) -> torch.Tensor:
+    """``x`` clamped into ``[min, max]`` in value, with the gradient of ``x`` itself (straight through).
+
+    For a quantity whose exact value lies in the range and whose rounding may leave it (an entropy or
+    a loss that is a difference of two large, separately rounded numbers): the value is kept in range,
+    the gradient is the quantity's, clamped or not. NaN stays NaN.
+    """
+    clamped = x.clamp(min=min, max=max)
+    if not x.requires_grad:
+        return clamped
+    return x + (clamped - x).detach()

@@ -9,6 +9,13 @@ unmasked tag, ``mask`` ``(B, T)`` bool with holes allowed.
 to the compute dtype (float32, or float64 when given float64). ``-inf`` (:data:`~crfhead.numerics.
 IMPOSSIBLE`) means forbidden and is kept as it is: the recursions exclude it exactly. No score is
 clamped, whatever its magnitude.
+
+NaN and ``+inf`` are refused in traced graphs too. A data-dependent ``raise`` cannot be traced, so
+while ``torch.compile``/``torch.export`` trace, the check is the custom op ``crfhead::refuse_non_finite``
+(:func:`refuse_non_finite_op`, any device): opaque to the tracer, it runs at every call of the compiled
+or exported graph and raises the eager check's :class:`~crfhead.checks.NonFiniteError`, with the same
+message. Its output, a zero scalar, is the fill of the masked emissions, so no graph pass can remove
+it as dead code. Under ``torch.onnx.export`` (ONNX has no such op) the check is left out.
 """
 
 from __future__ import annotations
@@ -20,9 +27,16 @@ import torch
 from torch import Tensor
 
 from crfhead.checks import check_tag_range, refuse_non_finite
-from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing
+from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing, onnx_exporting
 
-__all__ = ["Chain", "ChainPotentials", "check_tag_range", "constrain", "make_potentials"]
+__all__ = [
+    "Chain",
+    "ChainPotentials",
+    "check_tag_range",
+    "constrain",
+    "make_potentials",
+    "refuse_non_finite_op",
+]
 
 Chain = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 """``(emissions, transitions, start, end, mask)``: the potentials as the fused kernels, the custom ops and
@@ -127,6 +141,36 @@ def _check_float(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
 
 
+def _refuse_chain(
+    emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
+) -> bool:
+    """The eager check of :func:`make_potentials`: raise on NaN or ``+inf``; whether all is finite."""
+    finite = refuse_non_finite("emissions", emissions, mask)
+    for name, x in (("transitions", transitions), ("start", start), ("end", end)):
+        refuse_non_finite(name, x)
+    return finite
+
+
+@torch.library.custom_op("crfhead::refuse_non_finite", mutates_args=())
+def refuse_non_finite_op(
+    emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
+) -> Tensor:
+    """Raise :class:`~crfhead.checks.NonFiniteError` as :func:`make_potentials` does; else a zero scalar.
+
+    The check of a traced graph (see the module docstring): shapes as :class:`ChainPotentials`; the
+    result is ``0`` in the emissions' dtype.
+    """
+    _refuse_chain(emissions, transitions, start, end, mask)
+    return emissions.new_zeros(())
+
+
+@refuse_non_finite_op.register_fake
+def _refuse_fake(
+    emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
+) -> Tensor:
+    return emissions.new_empty(())
+
+
 def make_potentials(
     emissions: Tensor,
     transitions: Tensor,
@@ -147,7 +191,8 @@ def make_potentials(
         ValueError: on a wrong shape, dtype or device; the message prints the actual shapes.
         NonFiniteError: (a ``ValueError``) a NaN or ``+inf`` score, at an unmasked position of the
             emissions or anywhere in the transitions, start or end; ``-inf`` means forbidden, and
-            emissions at masked positions are ignored (they may hold anything).
+            emissions at masked positions are ignored (they may hold anything). In a traced graph
+            the same error is raised when the graph runs (:func:`refuse_non_finite_op`).
     """
     _check_float("emissions", emissions)
     if emissions.dim() != 3:
@@ -193,15 +238,15 @@ def make_potentials(
         if x.device != device:
             raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
 
-    tracing = is_tracing()
-    finite = True
-    if not tracing:
-        finite = refuse_non_finite("emissions", emissions, mask)
-        for name, x in (("transitions", transitions), ("start", ends[0]), ("end", ends[1])):
-            refuse_non_finite(name, x)
-    if tracing or not finite:
-        # Padding may hold anything (NaN, +-inf); it becomes 0, so that no recursion, and no gradient
-        # through an unselected branch, ever meets it.
+    # Padding may hold anything (NaN, +-inf); it becomes 0, so that no recursion, and no gradient
+    # through an unselected branch, ever meets it.
+    if is_tracing():
+        fill = torch.zeros((), dtype=emissions.dtype, device=device)
+        if not onnx_exporting():  # the check at run time; its zero is the fill (never dead code)
+            chain = (emissions, transitions, ends[0], ends[1], mask)
+            fill = refuse_non_finite_op(*(x.detach() for x in chain))
+        emissions = torch.where(mask[..., None], emissions, fill)
+    elif not _refuse_chain(emissions, transitions, ends[0], ends[1], mask):
         emissions = torch.where(mask[..., None], emissions, torch.zeros((), dtype=emissions.dtype))
 
     def prep(x: Tensor) -> Tensor:

@@ -16,13 +16,12 @@ import contextlib
 import contextvars
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import torch
 
-from crfhead.numerics import is_tracing
+from crfhead.numerics import is_tracing, onnx_exporting
 
 __all__ = ["BACKENDS", "available", "kernel", "resolve", "use_backend"]
 
@@ -90,12 +89,6 @@ def _warn_once(key: str, message: str) -> None:
         _LOG.warning(message)
 
 
-def _onnx_exporting() -> bool:
-    """Whether ``torch.onnx.export`` is tracing (ONNX has no translation of the custom ops)."""
-    onnx = sys.modules.get("torch.onnx")
-    return onnx is not None and bool(onnx.is_in_onnx_export())
-
-
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
 def _ambient() -> str:
     """The context's choice, else ``$CRFHEAD_BACKEND``, else ``auto``: read once while tracing.
@@ -117,7 +110,7 @@ def _traced(device: torch.device, name: str) -> str:
     The cpu kernel's custom ops on CPU tensors (``auto`` or ``cpu``, unless ONNX is exporting), else
     portable.
     """
-    if device.type == "cpu" and name in ("auto", "cpu") and not _onnx_exporting():
+    if device.type == "cpu" and name in ("auto", "cpu") and not onnx_exporting():
         return "cpu" if _cpu_kernel_ready() else "portable"
     return "portable"
 
