@@ -1,21 +1,58 @@
 """The lab's command line: ``python -m crfhead.lab`` and ``crfhead lab`` (:func:`main`).
 
 ``[--model PATH] [--port P] [--no-browser]``: load the model once, serve the page on 127.0.0.1.
+``--max-body``, ``--max-chars``, ``--max-tokens``, ``--max-texts``, ``--lock-timeout`` and
+``--read-timeout`` bound what one request may ask (:class:`crfhead.lab.server.Limits`; the defaults
+are the server's).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-__all__ = ["DEFAULT_PORT", "add_arguments", "build_parser", "main", "serve"]
+if TYPE_CHECKING:
+    from crfhead.lab.server import Limits
+
+__all__ = ["DEFAULT_PORT", "add_arguments", "build_parser", "limits_of", "main", "serve"]
 
 DEFAULT_PORT = 8765
 
 
+def _positive_int(text: str) -> int:
+    """An argument that must be a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seconds(*, zero: bool) -> Callable[[str], float]:
+    """An argument that must be a finite number of seconds, above 0 (or at least 0 with ``zero``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            bound = "at least 0" if zero else "above 0"
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number of seconds {bound}, got {text}"
+            )
+        return value
+
+    return parse
+
+
 def build_parser(prog: str = "python -m crfhead.lab") -> argparse.ArgumentParser:
-    """The lab's arguments: ``--model``, ``--port``, ``--no-browser``, ``--device``, ``--verbose``."""
+    """The lab's arguments: model, port, browser, device, verbosity and the request limits."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
@@ -53,6 +90,68 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verbose", action="store_true", default=False, help="log every request line"
     )
+    from crfhead.lab import server as srv
+
+    limits = parser.add_argument_group(
+        "request limits", "what one request may ask; past a size limit the answer is a 413"
+    )
+    limits.add_argument(
+        "--max-body",
+        type=_positive_int,
+        default=srv.MAX_BODY,
+        metavar="BYTES",
+        help=f"the largest request body (default {srv.MAX_BODY})",
+    )
+    limits.add_argument(
+        "--max-chars",
+        type=_positive_int,
+        default=srv.MAX_CHARS,
+        metavar="N",
+        help=f"the most characters of text a request, all texts together (default {srv.MAX_CHARS})",
+    )
+    limits.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        default=srv.MAX_TOKENS,
+        metavar="N",
+        help=f"the most tokens of text a request, as the model splits it (default {srv.MAX_TOKENS})",
+    )
+    limits.add_argument(
+        "--max-texts",
+        type=_positive_int,
+        default=srv.MAX_TEXTS,
+        metavar="N",
+        help=f"the most texts decoded together (default {srv.MAX_TEXTS})",
+    )
+    limits.add_argument(
+        "--lock-timeout",
+        type=_seconds(zero=True),
+        default=srv.LOCK_TIMEOUT,
+        metavar="S",
+        help="seconds a request waits while the model serves another, then 503 "
+        f"(default {srv.LOCK_TIMEOUT:g}; 0: refuse at once)",
+    )
+    limits.add_argument(
+        "--read-timeout",
+        type=_seconds(zero=False),
+        default=srv.READ_TIMEOUT,
+        metavar="S",
+        help=f"seconds a connection may stay silent (default {srv.READ_TIMEOUT:g})",
+    )
+
+
+def limits_of(ns: argparse.Namespace) -> Limits:
+    """The :class:`~crfhead.lab.server.Limits` that the parsed options ask for."""
+    from crfhead.lab.server import Limits
+
+    return Limits(
+        max_body=ns.max_body,
+        max_chars=ns.max_chars,
+        max_tokens=ns.max_tokens,
+        max_texts=ns.max_texts,
+        lock_timeout=ns.lock_timeout,
+        read_timeout=ns.read_timeout,
+    )
 
 
 def serve(ns: argparse.Namespace) -> int:
@@ -70,7 +169,9 @@ def serve(ns: argparse.Namespace) -> int:
             print(f"crfhead lab: error: {err}", file=sys.stderr)
             return 2
     try:
-        server = make_server(ns.port, tagger=tagger, model_path=ns.model, verbose=ns.verbose)
+        server = make_server(
+            ns.port, tagger=tagger, model_path=ns.model, verbose=ns.verbose, limits=limits_of(ns)
+        )
     except OSError as err:
         print(f"crfhead lab: error: cannot listen on 127.0.0.1:{ns.port}: {err}", file=sys.stderr)
         return 2

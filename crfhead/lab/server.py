@@ -8,21 +8,36 @@ else. Two kinds of request:
   or that lands outside it is answered 404, as is a folder.
 * The API, answers in JSON: ``GET /api/model`` (``{"loaded", "labels", "head", "encoder", "path",
   ...}``), ``GET /api/payloads`` (``{"payloads": [tab, ...]}``, the tabs whose ``data/<tab>.json``
-  exists, so the page asks for no file that is missing) and ``POST /api/tag`` with ``{"text": str, "k": int}`` (``k`` the number of best paths, 1 to
-  :data:`MAX_K`, default 5): the text's tokens with character offsets, the decoded tags, the entities
+  exists, so the page asks for no file that is missing) and ``POST /api/tag`` with
+  ``{"text": str, "k": int}`` (``k`` the number of best paths, 1 to :data:`MAX_K`, default 5): the text's tokens with character offsets, the decoded tags, the entities
   with their exact probabilities, the ``T x K`` node marginals and the ``k`` best paths with their
-  probabilities ``exp(score - log Z)``. A body over :data:`MAX_BODY` bytes is a 413, a body that is not
-  a JSON object with a string ``text`` a 400, another content type than JSON a 415, and a request with
-  no model loaded a 409; each error is ``{"error": message}``.
-* ``POST /api/tag`` with ``{"texts": [str, ...], "group": "all" | "auto" | "none"}`` instead (at most
-  :data:`MAX_TEXTS` texts and :data:`MAX_CHARS` characters in all): the texts tagged together, as
-  :meth:`~crfhead.inference.text_tagger.TextTagger.annotate` tags them with that ``group`` (all texts
-  one group, the grouping the model was trained with, each alone). The answer (:func:`_tag_texts`)
-  has one entry per text (tokens with offsets, tags, entities, ``certified``, its ``group``), the
-  groups (``{"texts": [indices], "certified"}``), and, to compare, each text's ``chain_tags`` (the same
-  model with ``group="none"``) and the token indices whose label the joint decoding ``changed``. A
-  ``group`` other than ``"none"`` for a model without a group decoder (``GET /api/model`` says
-  ``"group_decoder": false``) is a 400 that says so.
+  probabilities ``exp(score - log Z)``.
+* ``POST /api/tag`` with ``{"texts": [str, ...], "group": "all" | "auto" | "none"}`` instead: the
+  texts tagged together, as :meth:`~crfhead.inference.text_tagger.TextTagger.annotate` tags them
+  with that ``group`` (all texts one group, the grouping the model was trained with, each alone).
+  The answer (:func:`_tag_texts`) has one entry per text (tokens with offsets, tags, entities,
+  ``certified``, its ``group``), the groups (``{"texts": [indices], "certified"}``), and, to
+  compare, each text's ``chain_tags`` (the same model with ``group="none"``) and the token indices
+  whose label the joint decoding ``changed``. A ``group`` other than ``"none"`` for a model without
+  a group decoder (``GET /api/model`` says ``"group_decoder": false``) is a 400 that says so.
+
+How much one request may ask is bounded (:class:`Limits`, each one an option of the lab's command
+line): the body's ``Content-Length`` (:data:`MAX_BODY` bytes, checked before the body is read), the
+characters of text (:data:`MAX_CHARS`, one text or all texts together), the tokens as the model's
+tokenizer splits them (:data:`MAX_TOKENS`) and the number of texts (:data:`MAX_TEXTS`); past any of
+them the answer is a 413 that names the limit and the request's size. The model runs one request
+at a time; a request that cannot have it within :data:`LOCK_TIMEOUT` seconds is a 503 with a
+``Retry-After`` header, so a slow request never queues the others for ever, and nothing else (the
+page, ``GET /api/model``, ``GET /api/payloads``) waits for the model at all. Each request has its
+own thread, the listen queue holds :data:`REQUEST_QUEUE` connections, and a client that stalls is
+dropped after :data:`READ_TIMEOUT` seconds (a 408 if it stalls inside its body).
+
+Every answer is JSON, errors included (``{"error": message}``): a malformed request is a 4xx that
+says what is wrong (400 for a body that is not UTF-8 JSON, nests too deeply, holds a number of more
+than :data:`MAX_DIGITS` digits, NaN, or text with a lone surrogate, or that is not an object with a
+string ``text`` or a list ``texts``; 411 without a ``Content-Length``; 413 too large; 415 not typed
+JSON), 409 with no model loaded, and anything unexpected a 500 with the exception's message, after
+which the server goes on serving.
 
 A ``Host`` header that is not the loopback address (DNS rebinding) is refused with a 403, and every
 answer forbids the page to reach anything but this server (a ``Content-Security-Policy``).
@@ -33,15 +48,20 @@ is loaded (:func:`load_model`) and run only when one is asked for.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import mimetypes
+import re
+import socket
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from time import monotonic as _monotonic
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -52,13 +72,19 @@ __all__ = [
     "DEFAULT_K",
     "GROUPS",
     "HOST",
+    "LOCK_TIMEOUT",
     "MAX_BODY",
     "MAX_CHARS",
+    "MAX_DIGITS",
     "MAX_K",
     "MAX_TEXTS",
+    "MAX_TOKENS",
+    "READ_TIMEOUT",
+    "REQUEST_QUEUE",
     "STATIC",
     "LabServer",
     "LabState",
+    "Limits",
     "load_model",
     "make_server",
 ]
@@ -68,15 +94,27 @@ HOST = "127.0.0.1"
 STATIC = Path(__file__).resolve().parent / "static"
 """The folder the page is served from."""
 MAX_BODY = 64 * 1024
-"""The largest ``POST /api/tag`` body accepted, in bytes (else 413)."""
+"""The largest ``POST /api/tag`` body accepted, in bytes, read from ``Content-Length`` (else 413)."""
 MAX_K = 20
 """The most best paths ``POST /api/tag`` returns."""
 DEFAULT_K = 5
 """Best paths returned when the request names no ``k``."""
 MAX_TEXTS = 64
-"""The most texts one ``POST /api/tag`` with ``"texts"`` tags (they may all be one group)."""
+"""The most texts one ``POST /api/tag`` with ``"texts"`` tags (they may all be one group; else 413)."""
 MAX_CHARS = 16_000
-"""The most characters, all texts together, one ``POST /api/tag`` with ``"texts"`` tags."""
+"""The most characters one ``POST /api/tag`` tags: its ``text``, or its ``texts`` together (else 413)."""
+MAX_TOKENS = 2_000
+"""The most tokens (as the model's tokenizer splits the text) one ``POST /api/tag`` tags (else
+413): the model's time grows with them, and it serves one request at a time."""
+LOCK_TIMEOUT = 10.0
+"""Seconds a ``POST /api/tag`` waits for the model while another request has it (then 503)."""
+READ_TIMEOUT = 30.0
+"""Seconds a connection may stay silent (between requests, or inside a body: then 408)."""
+REQUEST_QUEUE = 128
+"""Connections the listening socket holds before they are accepted (the standard library's 5
+overflows, and resets connections, under a burst of requests)."""
+MAX_DIGITS = 100
+"""The most digits of a number in a request body (Python's own conversion limit is 4,300)."""
 GROUPS = ("all", "auto", "none")
 """The ``"group"`` values of ``POST /api/tag`` with ``"texts"``: all texts one group, the model's
 saved grouping, each text alone (the chain). Lines typed into a page have no document ids, so
@@ -100,12 +138,63 @@ _CSP = (
 
 
 class _RequestError(Exception):
-    """A request the lab refuses: an HTTP status and the message sent back as ``{"error": ...}``."""
+    """A request the lab refuses: an HTTP status and the message sent back as ``{"error": ...}``.
 
-    def __init__(self, status: HTTPStatus, message: str) -> None:
+    ``headers`` go with the answer (a 503's ``Retry-After``).
+    """
+
+    def __init__(
+        self, status: HTTPStatus, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much one request may ask of the lab; past a size limit the answer is a 413.
+
+    Attributes:
+        max_body: the largest body, in bytes (``Content-Length``, checked before reading it).
+        max_chars: the most characters of text a request (its ``text``, or its ``texts`` together).
+        max_tokens: the most tokens a request, as the model's tokenizer splits its text.
+        max_texts: the most ``texts`` a request.
+        lock_timeout: seconds a request waits for the model while another has it (then 503);
+            ``0`` refuses at once.
+        read_timeout: seconds a connection may stay silent (inside a body: 408).
+
+    Raises:
+        ValueError: a size that is not a positive integer, a timeout that is negative or not finite
+            (``read_timeout`` must be positive).
+    """
+
+    max_body: int = MAX_BODY
+    max_chars: int = MAX_CHARS
+    max_tokens: int = MAX_TOKENS
+    max_texts: int = MAX_TEXTS
+    lock_timeout: float = LOCK_TIMEOUT
+    read_timeout: float = READ_TIMEOUT
+
+    def __post_init__(self) -> None:
+        for name in ("max_body", "max_chars", "max_tokens", "max_texts"):
+            size = getattr(self, name)
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"{name} must be a positive integer, got {size!r}")
+        for name in ("lock_timeout", "read_timeout"):
+            seconds = getattr(self, name)
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int | float)
+                or not math.isfinite(seconds)
+                or seconds < 0
+                or (seconds == 0 and name == "read_timeout")
+            ):
+                raise ValueError(
+                    f"{name} must be a finite number of seconds, "
+                    f"{'above' if name == 'read_timeout' else 'at least'} 0, got {seconds!r}"
+                )
 
 
 class LabState:
@@ -115,12 +204,15 @@ class LabState:
         static: the folder served (default :data:`STATIC`).
         tagger: the loaded model, or ``None`` (then ``POST /api/tag`` answers 409).
         model_path: where the model was loaded from (shown on the page).
+        limits: how much one request may ask (default :class:`Limits`).
 
     Attributes:
         static: the folder, resolved.
         tagger: the model.
         model_path: its path as given.
-        lock: held while the model runs (one request at a time uses it).
+        limits: the limits.
+        lock: held while the model runs (one request at a time uses it; the others wait at most
+            ``limits.lock_timeout`` seconds for it).
     """
 
     def __init__(
@@ -128,10 +220,12 @@ class LabState:
         static: Path | None = None,
         tagger: TextTagger | None = None,
         model_path: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.static = (static or STATIC).resolve()
         self.tagger = tagger
         self.model_path = model_path
+        self.limits = limits or Limits()
         self.lock = threading.Lock()
 
     def payloads(self) -> list[str]:
@@ -182,10 +276,12 @@ class LabState:
         """``POST /api/tag``: the text tagged, its marginals and its ``k`` best paths.
 
         Raises:
-            _RequestError: 409 with no model loaded; 400 for text the model refuses.
+            _RequestError: 409 with no model loaded; 413 for too many tokens; 503 when the model
+                stays busy; 400 for text the model refuses.
         """
         tagger = self._loaded()
-        with self.lock:
+        self._check_tokens(tagger, [text])
+        with self._model():
             try:
                 return _tag(tagger, text, k)
             except ValueError as err:
@@ -196,7 +292,8 @@ class LabState:
 
         Raises:
             _RequestError: 409 with no model loaded; 400 for a ``group`` the model cannot decode
-                (no group decoder, or ``"auto"`` with no saved grouping) or text it refuses.
+                (no group decoder, or ``"auto"`` with no saved grouping) or text it refuses; 413
+                for too many tokens; 503 when the model stays busy.
         """
         tagger = self._loaded()
         if group != "none" and tagger.model.decoder is None:
@@ -212,11 +309,52 @@ class LabState:
                 '"group": "auto" decodes the texts in the grouping the model was trained with, '
                 'and this model saved none (trained without data.grouping): send "all" or "none"',
             )
-        with self.lock:
+        self._check_tokens(tagger, texts)
+        with self._model():
             try:
                 return _tag_texts(tagger, texts, group)
             except ValueError as err:
                 raise _RequestError(HTTPStatus.BAD_REQUEST, str(err)) from None
+
+    def _check_tokens(self, tagger: TextTagger, texts: list[str]) -> None:
+        """The texts' tokens, as the model's tokenizer splits them, are within the limit.
+
+        Tokenizing is cheap beside the model and needs no lock. A model with no saved tokenizer
+        refuses raw text anyway (a 400 from :meth:`TextTagger.annotate`).
+
+        Raises:
+            _RequestError: 413 past ``limits.max_tokens``.
+        """
+        if tagger.tokenizer is None:
+            return
+        tokens = sum(len(tagger.tokenizer.tokenize(text)) for text in texts)
+        limit = self.limits.max_tokens
+        if tokens > limit:
+            raise _RequestError(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"the text is {tokens} tokens; the lab tags at most {limit} tokens a request "
+                "(--max-tokens): send less text at a time",
+            )
+
+    @contextlib.contextmanager
+    def _model(self) -> Iterator[None]:
+        """Hold :attr:`lock` while the model runs, waiting at most ``limits.lock_timeout`` for it.
+
+        Raises:
+            _RequestError: 503 with ``Retry-After`` when another request keeps the model that long.
+        """
+        wait = self.limits.lock_timeout
+        if not self.lock.acquire(timeout=wait):
+            raise _RequestError(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                f"the model is busy with another request (waited {wait:g} s, --lock-timeout): "
+                "try again shortly",
+                {"Retry-After": str(max(1, math.ceil(wait)))},
+            )
+        try:
+            yield
+        finally:
+            self.lock.release()
 
     def _loaded(self) -> TextTagger:
         """The model.
@@ -338,27 +476,106 @@ def load_model(path: str | Path, device: str | None = None) -> TextTagger:
 
 
 # ------------------------------------------------------------------------------------ requests
-def _parse_tag_request(body: bytes) -> tuple[str, int] | _TextsRequest:
-    """``(text, k)`` of a one-text ``POST /api/tag`` body, ``(texts, group)`` of one with ``"texts"``.
+def _parse_int(digits: str) -> int:
+    """A JSON integer, refused past :data:`MAX_DIGITS` digits (before Python's own 4,300-digit limit).
 
     Raises:
-        _RequestError: 400 naming what is wrong.
+        _RequestError: 400 for too long a number.
+    """
+    n = len(digits) - digits.startswith("-")
+    if n > MAX_DIGITS:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f"the body holds a number of {n} digits; the lab reads numbers of at most {MAX_DIGITS}",
+        )
+    return int(digits)
+
+
+def _refuse_constant(name: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity``, which Python reads but JSON does not have.
+
+    Raises:
+        _RequestError: 400, always.
+    """
+    raise _RequestError(HTTPStatus.BAD_REQUEST, f"the body is not JSON: {name} is not a JSON value")
+
+
+def _loads(body: bytes) -> Any:
+    """The body read as JSON.
+
+    Raises:
+        _RequestError: 400 for a body that is not UTF-8 or not JSON, that nests too deeply for the
+            parser, or that holds too long a number or a ``NaN``.
     """
     try:
-        payload = json.loads(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise _RequestError(HTTPStatus.BAD_REQUEST, "the body is not UTF-8") from None
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST, f"the body is not UTF-8 (byte {err.start} is not)"
+        ) from None
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant)
     except json.JSONDecodeError as err:
         raise _RequestError(
             HTTPStatus.BAD_REQUEST, f"the body is not JSON: {err.msg} at character {err.pos}"
         ) from None
+    except RecursionError:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            "the body nests arrays or objects too deeply to read (a tag request is one object "
+            "of strings, numbers and a list of strings)",
+        ) from None
+    except ValueError as err:  # another value Python will not convert
+        raise _RequestError(HTTPStatus.BAD_REQUEST, f"the body cannot be read: {err}") from None
+
+
+def _check_unicode(text: str, where: str) -> None:
+    r"""``text`` is valid Unicode: no lone surrogate (JSON's ``"\ud800"``), which UTF-8 cannot hold.
+
+    Raises:
+        _RequestError: 400 naming the surrogate and where it is.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f"{where} holds a lone surrogate (\\u{ord(text[err.start]):04x}) at character "
+            f"{err.start}: send valid Unicode text",
+        ) from None
+
+
+def _check_chars(chars: int, limits: Limits) -> None:
+    """A request's characters of text are within ``limits.max_chars``.
+
+    Raises:
+        _RequestError: 413 past it.
+    """
+    if chars > limits.max_chars:
+        raise _RequestError(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            f"the text is {chars} characters; the lab tags at most {limits.max_chars} characters "
+            "a request (--max-chars): send less text at a time",
+        )
+
+
+def _parse_tag_request(
+    body: bytes, limits: Limits | None = None
+) -> tuple[str, int] | _TextsRequest:
+    """``(text, k)`` of a one-text ``POST /api/tag`` body, ``(texts, group)`` of one with ``"texts"``.
+
+    Raises:
+        _RequestError: 400 naming what is wrong; 413 past ``limits`` (default :class:`Limits`).
+    """
+    limits = limits or Limits()
+    payload = _loads(body)
     if not isinstance(payload, dict):
         raise _RequestError(
             HTTPStatus.BAD_REQUEST,
             f'expected a JSON object {{"text": ..., "k": ...}}, got a {type(payload).__name__}',
         )
     if "texts" in payload:
-        return _parse_texts(payload)
+        return _parse_texts(payload, limits)
     unknown = sorted(set(payload) - {"text", "k"})
     if unknown:
         raise _RequestError(
@@ -371,6 +588,8 @@ def _parse_tag_request(body: bytes) -> tuple[str, int] | _TextsRequest:
         raise _RequestError(
             HTTPStatus.BAD_REQUEST, f'"text" must be a string, got a {type(text).__name__}'
         )
+    _check_unicode(text, '"text"')
+    _check_chars(len(text), limits)
     k = payload.get("k", DEFAULT_K)
     if isinstance(k, bool) or not isinstance(k, int):
         raise _RequestError(
@@ -389,11 +608,11 @@ class _TextsRequest:
     group: str
 
 
-def _parse_texts(payload: dict[str, Any]) -> _TextsRequest:
+def _parse_texts(payload: dict[str, Any], limits: Limits) -> _TextsRequest:
     """``(texts, group)`` of a ``POST /api/tag`` body with ``"texts"``.
 
     Raises:
-        _RequestError: 400 naming what is wrong.
+        _RequestError: 400 naming what is wrong; 413 past ``limits``.
     """
     unknown = sorted(set(payload) - {"texts", "group"})
     if unknown:
@@ -416,17 +635,14 @@ def _parse_texts(payload: dict[str, Any]) -> _TextsRequest:
                 HTTPStatus.BAD_REQUEST,
                 f'"texts"[{i}] must be a string, got a {type(text).__name__}',
             )
-    if len(texts) > MAX_TEXTS:
+        _check_unicode(text, f'"texts"[{i}]')
+    if len(texts) > limits.max_texts:
         raise _RequestError(
-            HTTPStatus.BAD_REQUEST,
-            f'"texts" holds {len(texts)} texts; the lab tags at most {MAX_TEXTS} at once',
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            f'"texts" holds {len(texts)} texts; the lab tags at most {limits.max_texts} at once '
+            "(--max-texts)",
         )
-    chars = sum(len(t) for t in texts)
-    if chars > MAX_CHARS:
-        raise _RequestError(
-            HTTPStatus.BAD_REQUEST,
-            f'"texts" hold {chars} characters in all; the lab tags at most {MAX_CHARS} at once',
-        )
+    _check_chars(sum(len(t) for t in texts), limits)
     if "group" not in payload:
         raise _RequestError(
             HTTPStatus.BAD_REQUEST,
@@ -471,18 +687,83 @@ def _static_file(root: Path, url_path: str) -> Path | None:
     return resolved
 
 
+_LINGER_BYTES = 1024 * 1024
+"""After refusing a body unread, the most of it read and dropped before the connection closes, so
+the client reads the answer rather than a reset."""
+_LINGER_SECONDS = 2.0
+"""And the most time spent doing so."""
+_LENGTH = re.compile(r"[0-9]{1,19}")
+
+
+def _encode(payload: Any) -> bytes:
+    r"""``payload`` as UTF-8 JSON; a string UTF-8 cannot hold (a lone surrogate) is ``\u``-escaped.
+
+    Raises:
+        ValueError: a NaN or an infinity in ``payload``.
+    """
+    try:
+        return json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
 class _Handler(BaseHTTPRequestHandler):
-    """One request: a static file or the API."""
+    """One connection's requests: a static file or the API, each answered in JSON or as a file.
+
+    Every ``do_*`` runs under :meth:`_guarded`: a refusal is its status and message, anything else
+    a 500, and the connection's thread goes on (or ends) cleanly either way.
+    """
 
     server: LabServer
     server_version = "crfhead-lab"
     sys_version = ""
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        """The connection's socket times out after ``limits.read_timeout`` seconds of silence."""
+        self._linger = False  # a refused body is still on the socket: drain it before closing
+        self._answered = False  # this request's status line is sent: no second answer
+        super().setup()
+        self.connection.settimeout(self.server.state.limits.read_timeout)
+
+    def finish(self) -> None:
+        """Flush the answer; after a body refused unread, read some of it first (see :meth:`_drain`)."""
+        super().finish()
+        if self._linger:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Half-close, then drop what the client still sends, for a little while.
+
+        Closing a socket with unread data in it sends a reset, and a client still sending its body
+        may then lose the answer it was sent; the standard library's ``shutdown_request`` closes it
+        straight after.
+        """
+        conn = self.connection
+        try:
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(0.2)
+            deadline = _monotonic() + _LINGER_SECONDS
+            left = _LINGER_BYTES
+            while left > 0 and _monotonic() < deadline:
+                chunk = conn.recv(min(left, 65536))
+                if not chunk:
+                    break
+                left -= len(chunk)
+        except OSError:  # the client closed, reset or went quiet: nothing more to wait for
+            return
+
     # ------------------------------------------------------------------------------ answers
     def _send(
-        self, status: HTTPStatus, body: bytes, content_type: str, *, cache: bool = False
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str,
+        *,
+        cache: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        self._answered = True
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -490,16 +771,40 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Content-Security-Policy", _CSP)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _json(self, status: HTTPStatus, payload: Any) -> None:
-        body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        self._send(status, body, "application/json; charset=utf-8")
+    def _json(
+        self, status: HTTPStatus, payload: Any, headers: dict[str, str] | None = None
+    ) -> None:
+        body = _encode(payload)  # before the status line: a failure here can still be a 500
+        self._send(status, body, "application/json; charset=utf-8", headers=headers)
 
-    def _error(self, status: HTTPStatus, message: str) -> None:
-        self._json(status, {"error": message})
+    def _error(
+        self, status: HTTPStatus, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self._json(status, {"error": message}, headers)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals, as JSON like every other answer.
+
+        A bad request line, too long a header or an unknown method; the connection closes after.
+        """
+        try:
+            status = HTTPStatus(code)
+        except ValueError:
+            status = HTTPStatus.BAD_REQUEST
+        self.close_connection = True
+        text = message or status.phrase
+        if explain and explain != text:
+            text = f"{text}: {explain}"
+        with contextlib.suppress(OSError):  # the client is gone
+            self._error(status, text)
 
     def _host_ok(self) -> bool:
         """``Host`` names the loopback address (a page on another name cannot reach the API)."""
@@ -510,106 +815,159 @@ class _Handler(BaseHTTPRequestHandler):
             name = host.rsplit(":", 1)[0] if ":" in host else host
         return name in ("127.0.0.1", "localhost", "[::1]")
 
-    # ------------------------------------------------------------------------------ methods
-    def do_GET(self) -> None:
-        """A static file, or ``GET /api/model``."""
-        if not self._host_ok():
-            self._error(HTTPStatus.FORBIDDEN, "the lab answers on 127.0.0.1 only")
-            return
-        path = urlsplit(self.path).path
-        if path == "/api/model":
-            self._json(HTTPStatus.OK, self.server.state.model_info())
-            return
-        if path == "/api/payloads":
-            self._json(HTTPStatus.OK, {"payloads": self.server.state.payloads()})
-            return
-        if path.startswith("/api/"):
-            self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: {path}")
+    def _guarded(self, handle: Callable[[], None]) -> None:
+        """Run ``handle``; a refusal is answered with its status, anything else with a 500.
+
+        A client that went away is let go; an error after the answer had begun can only close the
+        connection.
+        """
+        self._answered = False
+        try:
+            if not self._host_ok():
+                raise _RequestError(HTTPStatus.FORBIDDEN, "the lab answers on 127.0.0.1 only")
+            handle()
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True  # nobody to answer (a timed-out body is a 408, below)
+        except _RequestError as err:
+            self._answer_error(err.status, err.message, err.headers)
+        except Exception as err:  # a bug or a broken model: say so, keep serving
+            self.log_error("%s %s failed: %r", self.command, self.path, err)
+            self._answer_error(
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                f"the lab failed on this request: {type(err).__name__}: {err}",
+            )
+
+    def _answer_error(
+        self, status: HTTPStatus, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        """An error answer, unless this request was answered already (then the connection closes)."""
+        if self._answered:
+            self.close_connection = True
             return
         try:
-            found = _static_file(self.server.state.static, path)
+            self._error(status, message, headers)
+        except OSError:
+            self.close_connection = True
+
+    # ------------------------------------------------------------------------------ methods
+    def do_GET(self) -> None:
+        """A static file, ``GET /api/model`` or ``GET /api/payloads``."""
+        self._guarded(self._get)
+
+    def do_HEAD(self) -> None:
+        """As ``GET``, without the body."""
+        self._guarded(self._get)
+
+    def do_POST(self) -> None:
+        """``POST /api/tag``."""
+        self._guarded(self._post)
+
+    def do_PUT(self) -> None:
+        """Refused: the lab changes nothing."""
+        self._guarded(self._refuse)
+
+    do_DELETE = do_PUT  # noqa: N815
+    do_PATCH = do_PUT  # noqa: N815
+
+    def _refuse(self) -> None:
+        self.close_connection = True  # its body, if any, is not read
+        raise _RequestError(
+            HTTPStatus.METHOD_NOT_ALLOWED, "the lab takes GET and POST /api/tag only"
+        )
+
+    def _get(self) -> None:
+        path = urlsplit(self.path).path
+        state = self.server.state
+        if path == "/api/model":
+            self._json(HTTPStatus.OK, state.model_info())
+            return
+        if path == "/api/payloads":
+            self._json(HTTPStatus.OK, {"payloads": state.payloads()})
+            return
+        if path.startswith("/api/"):
+            raise _RequestError(HTTPStatus.NOT_FOUND, f"no such endpoint: {path}")
+        try:
+            found = _static_file(state.static, path)
         except UnicodeDecodeError:
             found = None
         if found is None:
-            self._error(HTTPStatus.NOT_FOUND, "not found")
-            return
+            raise _RequestError(HTTPStatus.NOT_FOUND, "not found")
         ctype = _TYPES.get(found.suffix.lower()) or (
             mimetypes.guess_type(found.name)[0] or "application/octet-stream"
         )
         self._send(HTTPStatus.OK, found.read_bytes(), ctype, cache=True)
 
-    def do_HEAD(self) -> None:
-        """As ``GET``, without the body."""
-        self.do_GET()
-
-    def do_POST(self) -> None:
-        """``POST /api/tag``."""
-        if not self._host_ok():
-            self._error(HTTPStatus.FORBIDDEN, "the lab answers on 127.0.0.1 only")
-            return
+    def _post(self) -> None:
         path = urlsplit(self.path).path
         if path != "/api/tag":
-            self._error(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {path}")
-            return
-        try:
-            body = self._read_body()
-            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            if ctype != "application/json":
-                raise _RequestError(
-                    HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
-                    f"send the body as application/json, not {ctype or 'no content type'}",
-                )
-            request = _parse_tag_request(body)
-            if isinstance(request, _TextsRequest):
-                result = self.server.state.tag_texts(request.texts, request.group)
-            else:
-                result = self.server.state.tag(*request)
-        except _RequestError as err:
-            self._error(err.status, err.message)
-            return
-        except Exception as err:  # a bug or a broken model: say so, keep serving
-            self.log_error("tagging failed: %r", err)
-            self._error(
-                HTTPStatus.INTERNAL_SERVER_ERROR,
-                f"the model failed on this text: {type(err).__name__}: {err}",
+            self.close_connection = True  # its body is not read
+            raise _RequestError(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {path}")
+        state = self.server.state
+        body = self._read_body()
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if ctype != "application/json":
+            raise _RequestError(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                f"send the body as application/json, not {ctype or 'no content type'}",
             )
-            return
+        request = _parse_tag_request(body, state.limits)
+        if isinstance(request, _TextsRequest):
+            result = state.tag_texts(request.texts, request.group)
+        else:
+            result = state.tag(*request)
         self._json(HTTPStatus.OK, result)
 
-    def do_PUT(self) -> None:
-        """Refused: the lab changes nothing."""
-        self._error(HTTPStatus.METHOD_NOT_ALLOWED, "the lab takes GET and POST /api/tag only")
-
-    do_DELETE = do_PUT  # noqa: N815
-    do_PATCH = do_PUT  # noqa: N815
-
     def _read_body(self) -> bytes:
-        """The request body, at most :data:`MAX_BODY` bytes.
+        """The request body, at most ``limits.max_body`` bytes, its length checked before reading.
 
         Raises:
-            _RequestError: 411 without a length, 400 for a bad one, 413 for too long a body.
+            _RequestError: 411 without a length (or in chunks), 400 for a malformed one or a body
+                that ends early, 413 for too long a body, 408 for one that stalls.
         """
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            self.close_connection = True
+        limit = self.server.state.limits.max_body
+        if (self.headers.get("Transfer-Encoding") or "identity").strip().lower() != "identity":
+            self._unread()
             raise _RequestError(HTTPStatus.LENGTH_REQUIRED, "send a Content-Length, not chunks")
-        raw = self.headers.get("Content-Length")
-        if raw is None:
-            self.close_connection = True
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
+            self._unread()
             raise _RequestError(HTTPStatus.LENGTH_REQUIRED, "a Content-Length is required")
-        try:
-            length = int(raw)
-        except ValueError:
-            length = -1
-        if length < 0:
-            self.close_connection = True
-            raise _RequestError(HTTPStatus.BAD_REQUEST, f"bad Content-Length: {raw!r}")
-        if length > MAX_BODY:
-            self.close_connection = True  # the unread body must not be taken for a request
+        raw = values[0].strip()
+        if len(values) > 1 or not _LENGTH.fullmatch(raw):
+            self._unread()
+            shown = ", ".join(values)
+            raise _RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f"bad Content-Length: {shown!r} (one decimal number of bytes is expected)",
+            )
+        length = int(raw)
+        if length > limit:
+            self._unread()  # the unread body must not be taken for a request
             raise _RequestError(
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                f"the body is {length} bytes; the lab takes at most {MAX_BODY}",
+                f"the body is {length} bytes; the lab takes at most {limit} (--max-body)",
             )
-        return self.rfile.read(length)
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            self.close_connection = True
+            raise _RequestError(
+                HTTPStatus.REQUEST_TIMEOUT,
+                f"the body did not arrive: {length} bytes announced, nothing more for "
+                f"{self.server.state.limits.read_timeout:g} s (--read-timeout)",
+            ) from None
+        if len(body) < length:
+            self.close_connection = True
+            raise _RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f"the body ended after {len(body)} of its {length} bytes",
+            )
+        return body
+
+    def _unread(self) -> None:
+        """The body stays unread: close the connection after the answer, draining a little first."""
+        self.close_connection = True
+        self._linger = True
 
     def log_message(self, format: str, *args: Any) -> None:
         """Request lines only when the server is verbose; errors always, on stderr."""
@@ -624,12 +982,16 @@ class _Handler(BaseHTTPRequestHandler):
 class LabServer(ThreadingHTTPServer):
     """A :class:`~http.server.ThreadingHTTPServer` on ``127.0.0.1`` holding a :class:`LabState`.
 
+    Each connection has its own thread, so a request waiting for the model holds up no other; the
+    listen queue holds :data:`REQUEST_QUEUE` connections (the standard library's default is 5).
+
     Attributes:
-        state: the static folder and the model.
+        state: the static folder, the model and the limits.
         verbose: log every request line.
     """
 
     daemon_threads = True
+    request_queue_size = REQUEST_QUEUE
 
     def __init__(self, state: LabState, port: int = 0, *, verbose: bool = False) -> None:
         self.state = state
@@ -641,6 +1003,11 @@ class LabServer(ThreadingHTTPServer):
         """``http://127.0.0.1:PORT/``."""
         return f"http://{HOST}:{self.server_address[1]}/"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """An exception that escaped a request's handler: one line on stderr, and serve on."""
+        err = sys.exc_info()[1]
+        sys.stderr.write(f"crfhead lab: a connection from {client_address} failed: {err!r}\n")
+
 
 def make_server(
     port: int = 0,
@@ -649,9 +1016,11 @@ def make_server(
     model_path: str | None = None,
     static: Path | None = None,
     verbose: bool = False,
+    limits: Limits | None = None,
 ) -> LabServer:
     """A lab server on ``127.0.0.1:port`` (``0``: any free port; read it from ``.url``), not yet serving.
 
-    Call ``serve_forever()`` (in a thread, for tests) and ``shutdown()`` / ``server_close()``.
+    ``limits`` bounds each request (default :class:`Limits`). Call ``serve_forever()`` (in a
+    thread, for tests) and ``shutdown()`` / ``server_close()``.
     """
-    return LabServer(LabState(static, tagger, model_path), port, verbose=verbose)
+    return LabServer(LabState(static, tagger, model_path, limits), port, verbose=verbose)
