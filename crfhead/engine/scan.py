@@ -32,7 +32,7 @@ from torch import Tensor
 
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.engine.semiring import LogSemiring, MaxSemiring, Semiring
-from crfhead.numerics import EXP_FLOOR, safe_max, softmax, without_impossible
+from crfhead.numerics import EXP_FLOOR, safe_max, softmax, straight_clamp, without_impossible
 
 __all__ = [
     "ForwardResult",
@@ -339,11 +339,13 @@ def max_marginals_from(pot: ChainPotentials, both: Tensor, best: Tensor, log_z: 
     ``best`` and ``log_z`` are ``(B,)``.
 
     Each position is shifted so that its best entry is ``log p(best path)``: the best path's
-    max-marginal is exactly its probability, whatever the rounding of the sums.
+    max-marginal is exactly its probability, whatever the rounding of the sums. ``best <= log Z``
+    exactly, but the two come from different recursions, each rounded: their difference is clamped
+    at 0 (straight through), so that every max-marginal is in ``[0, 1]``.
     """
     found = best > float("-inf")
     log_best = torch.where(
-        found, best - torch.where(found, log_z, 0.0), float("-inf")
+        found, straight_clamp(best - torch.where(found, log_z, 0.0), max=0.0), float("-inf")
     )  # log p(best)
     log_mu = both - safe_max(both, dim=-1, keepdim=True) + log_best[:, None, None]
     mu = torch.where(log_mu < EXP_FLOOR, 0.0, log_mu.clamp(min=EXP_FLOOR).exp())
@@ -362,7 +364,7 @@ def entropy_from(pot: ChainPotentials, m: Moments) -> Tensor:
     """The entropy ``log Z - E[score(z)]`` from a forward-backward's parts (any backend's).
 
     ``m`` holds ``log Z`` and the node, first, last and edge marginals (the edges summed over
-    positions with shared transitions, per edge otherwise).
+    positions with shared transitions, per edge otherwise). Never negative.
     """
     assert m.node is not None and m.edge is not None and m.first is not None and m.last is not None
     # A forbidden (-inf) score has probability exactly 0: its term is 0, never 0 * -inf.
@@ -374,7 +376,9 @@ def entropy_from(pot: ChainPotentials, m: Moments) -> Tensor:
     else:
         expected = expected + (m.edge * transitions).sum((1, 2))
     log_z = m.value
-    return torch.where(log_z > float("-inf"), log_z - expected, 0.0)
+    # A difference of two numbers of the size of log Z: where rounding takes it below 0 (scores far
+    # above 1e4 in float32), it is 0 in value, with the difference's gradient.
+    return torch.where(log_z > float("-inf"), straight_clamp(log_z - expected, min=0.0), 0.0)
 
 
 def double_backward(

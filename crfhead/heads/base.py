@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from crfhead import engine
 from crfhead.engine.potentials import ChainPotentials, check_tag_range
 from crfhead.heads.fit import CountingFit, Fit, GradientFit
-from crfhead.numerics import is_tracing
+from crfhead.numerics import is_tracing, straight_clamp
 from crfhead.schemes import allowed_transitions, canonical_scheme
 
 __all__ = ["DECODERS", "REDUCTIONS", "ChainHead", "CountingHead", "path_labels", "reduce_loss"]
@@ -306,10 +306,14 @@ class ChainHead(nn.Module):
     def sequence_nll(
         self, emissions: Tensor, tags: Tensor, mask: Tensor | None
     ) -> tuple[Tensor, Tensor]:
-        """``log Z - score(tags)`` of each sequence, ``(B,)``, and the ``(B, T)`` mask used."""
+        """``log Z - score(tags)`` of each sequence, ``(B,)``, and the ``(B, T)`` mask used.
+
+        Never below 0 (``score(tags) <= log Z`` exactly; the rounding of the two is clamped, straight
+        through).
+        """
         pot = self.potentials(emissions, mask)
         gold = engine.score(pot, self._check_tags(emissions, tags, pot.mask))
-        return engine.log_partition(pot) - gold, pot.mask
+        return straight_clamp(engine.log_partition(pot) - gold, min=0.0), pot.mask
 
     def marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
         """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 where masked."""

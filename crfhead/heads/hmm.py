@@ -31,7 +31,7 @@ from crfhead import engine
 from crfhead.checks import check_word_ids
 from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
 from crfhead.heads.base import CountingHead
-from crfhead.numerics import compute_dtype
+from crfhead.numerics import compute_dtype, straight_clamp
 
 __all__ = ["HMM", "HMMParameters"]
 
@@ -303,7 +303,7 @@ class HMM(CountingHead):
             em = self.emit(words, a)
             pot = self._potentials(em, mask.to(em.device), a)
             gold = self.gold_score(pot, em, tags.to(em.device))
-            out.append((engine.log_partition(pot) - gold).sum())
+            out.append(straight_clamp(engine.log_partition(pot) - gold, min=0.0).sum())
         return torch.stack(out)
 
     def tune_alpha(self, words: Tensor, tags: Tensor, mask: Tensor | None = None) -> float:

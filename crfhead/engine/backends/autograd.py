@@ -25,6 +25,7 @@ from torch import Tensor
 from crfhead.engine import scan
 from crfhead.engine.potentials import Chain, ChainPotentials
 from crfhead.engine.scan import Moments, double_backward
+from crfhead.numerics import straight_clamp
 
 __all__ = [
     "ChainFunction",
@@ -86,8 +87,10 @@ def compose_nll(
     marginals minus :func:`gold_counts`. The tags' range is the caller's to check.
     """
     gold = gold_counts(pot, tags, grads and edges)
-    # A forbidden gold path (score -inf) has an infinite loss, also where log Z is -inf too.
-    value = torch.where(gold.value == float("-inf"), float("inf"), m.value - gold.value)
+    # A forbidden gold path (score -inf) has an infinite loss, also where log Z is -inf too. The
+    # loss is >= 0 exactly; rounding of log Z (scores far above 1e4 in float32) could take it below.
+    loss = straight_clamp(m.value - gold.value, min=0.0)
+    value = torch.where(gold.value == float("-inf"), float("inf"), loss)
     if not grads:
         return Moments(value), gold.value
 

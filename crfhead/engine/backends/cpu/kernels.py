@@ -236,19 +236,37 @@ def max_sums(chain: Chain) -> tuple[Tensor, Tensor]:
     return sums, best
 
 
+def _in_float64(chain: Chain) -> Chain:
+    """The chain with its scores in float64 (the mask as it is).
+
+    The max-marginals (``best - log Z``) and the entropy (``log Z - E[score]``) are differences of
+    two numbers of the size of ``log Z``; in float32 they keep no digit once the scores pass about
+    1e5 (a max-marginal of 54 or 1e-28 where the true one is 1, an entropy of -8). Their kernels run
+    in float64 for float32 scores, the results rounded to float32 once at the end: these ops serve
+    evaluation and confidence, where twice the time of a forward-backward buys exact values.
+    """
+    if chain[0].dtype == torch.float64:
+        return chain
+    em, tr, st, en, mask = chain
+    return em.double(), tr.double(), st.double(), en.double(), mask
+
+
 def max_marginals(chain: Chain) -> Tensor:
-    """Max-marginals ``(B, T, K)``: the max-sums and ``log Z``, two native calls."""
-    both, best = max_sums(chain)
-    log_z = fb_parts(chain, False, False)[0]
+    """Max-marginals ``(B, T, K)``: the max-sums and ``log Z``, two native calls (in float64)."""
+    wide = _in_float64(chain)
+    both, best = max_sums(wide)
+    log_z = fb_parts(wide, False, False)[0]
     with glue(chain):
-        return scan.max_marginals_from(ChainPotentials(*chain), both, best, log_z)
+        mu = scan.max_marginals_from(ChainPotentials(*wide), both, best, log_z)
+        return mu.to(chain[0].dtype)
 
 
 def entropy(chain: Chain) -> Tensor:
-    """The entropy ``(B,)`` from one native forward-backward's marginals."""
-    m, _ = log_partition(chain, grads=True, edges=True)
+    """The entropy ``(B,)`` from one native forward-backward's marginals (in float64)."""
+    wide = _in_float64(chain)
+    m, _ = log_partition(wide, grads=True, edges=True)
     with glue(chain):
-        return scan.entropy_from(ChainPotentials(*chain), m)
+        return scan.entropy_from(ChainPotentials(*wide), m).to(chain[0].dtype)
 
 
 def topk(chain: Chain, k: int) -> tuple[Tensor, Tensor]:

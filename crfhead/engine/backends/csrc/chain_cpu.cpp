@@ -309,6 +309,14 @@ struct Out {
   S* first;  // (B, K)
   S* last;   // (B, K)
   bool per_edge = false;  // edge is (B, T-1, K, K) per edge also with shared transitions
+  // (B,) log Z in double as computed, for the loss: log Z - gold is a difference of two numbers of
+  // the size of log Z, and log Z rounded to float first would leave it no digit at large scores.
+  double* logz64 = nullptr;
+
+  void set_logz(int64_t b, double lz) const {
+    if (logz) logz[b] = static_cast<S>(lz);
+    if (logz64) logz64[b] = lz;
+  }
 
   // Where the edge marginals of the edge entering position t >= 1 of sequence b go: the sequence's
   // (K, K) sum, or entry t-1 of its per-edge ones.
@@ -366,7 +374,7 @@ struct Work {
 template <typename S>
 void clear_one(const Chain<S>& c, int64_t b, const Out<S>& out) {
   const int64_t T = c.T, K = c.K;
-  if (out.logz) out.logz[b] = S(0);
+  out.set_logz(b, 0.0);
   if (out.node) std::fill(out.node + b * T * K, out.node + (b + 1) * T * K, S(0));
   if (out.edge) {
     const int64_t per = out.per_edge ? std::max<int64_t>(T - 1, 0) * K * K : K * K;
@@ -405,9 +413,12 @@ void subtract_gold(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
     prev = z;
   }
   if (gold) gold[b] = static_cast<S>(total);
-  if (out.logz)  // the loss
+  if (out.logz) {  // the loss, >= 0 exactly: what rounding leaves below 0 is 0 (NaN stays NaN)
+    const double lz = out.logz64 ? out.logz64[b] : static_cast<double>(out.logz[b]);
+    const double loss = lz - total;
     out.logz[b] = total == kNegInf ? std::numeric_limits<S>::infinity()
-                                   : static_cast<S>(static_cast<double>(out.logz[b]) - total);
+                                   : static_cast<S>(loss < 0.0 ? 0.0 : loss);
+  }
 }
 
 // --------------------------------------------------------------------- one sequence (per-edge, fallback)
@@ -430,7 +441,7 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
     }
   for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + c.end[k];
   const double logz = logsumexp(w.tmp.data(), K);
-  if (out.logz) out.logz[b] = static_cast<S>(logz);
+  out.set_logz(b, logz);
   if (!out.node || logz == kNegInf) return;  // no valid path: the marginals stay 0
   w.lb.assign(n * K, 0.0);
   for (int64_t k = 0; k < K; ++k) w.lb[(n - 1) * K + k] = c.end[k];
@@ -536,7 +547,7 @@ bool scaled_one(const Chain<S>& c, int64_t b, const Shared<S>& sh, const int64_t
     if (!(t > 0)) return false;
     const double lz = log_scale + std::log(t) + sh.emax;
     if (!std::isfinite(lz)) return false;
-    if (out.logz) out.logz[b] = static_cast<S>(lz);
+    out.set_logz(b, lz);
   }
   if (!marg && !risky) return true;  // nothing was lost: log Z is exact
   // ---- backward, with the marginals read off as we go, and the bound on the lost mass
@@ -917,7 +928,7 @@ void scaled_block(const Chain<S>& c, const Lanes<S>& L, const Shared<S>& sh, Wor
       fail[l] = true;
       continue;
     }
-    if (out.logz) out.logz[L.b[l]] = static_cast<S>(lz);
+    out.set_logz(L.b[l], lz);
     check |= risky[l] != 0;
   }
   if (!check) return;  // log Z only, and nothing was lost: exact
@@ -1376,6 +1387,11 @@ void forward_backward(const Chain<S>& c, Out<S> out, int threads, const int64_t*
   constexpr int W = Simd<S>::W;
   const Rows rows(c.mask, c.B, c.T);
   out.per_edge = out.edge && (out.per_edge || c.per_position);
+  std::vector<double> logz64;
+  if (tags && out.logz) {
+    logz64.assign(c.B, 0.0);
+    out.logz64 = logz64.data();
+  }
   if (out.per_edge)  // only the edges into unmasked, linked positions are written
     std::fill(out.edge, out.edge + c.B * std::max<int64_t>(c.T - 1, 0) * c.K * c.K, S(0));
   for (int64_t b = 0; b < c.B; ++b)  // outputs arrive uninitialised; empty rows stay 0
