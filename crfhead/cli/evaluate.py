@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from crfhead.cli.common import Subparsers, add_model_options, formatter, load_tagger, say
+from crfhead.data.textfile import require_file
 from crfhead.inference.text_tagger import GROUP_MODES
 
 __all__ = ["add_parser", "run"]
@@ -48,6 +48,7 @@ def run(ns: argparse.Namespace) -> int:
     """Score ``ns.model`` on ``ns.input``; the report on stdout. Returns the exit status (0).
 
     Raises:
+        FileNotFoundError: no input file.
         IsADirectoryError: the input is a folder.
         ValueError: a file with no sentences; what the reader refuses.
     """
@@ -57,9 +58,7 @@ def run(ns: argparse.Namespace) -> int:
 
     tagger = load_tagger(ns.model, ns.device)
     scheme = tagger.scheme or "BIO"
-    path = Path(ns.input)
-    if path.is_dir():
-        raise IsADirectoryError(f"input is a folder, not a file: {path}")
+    path = require_file(ns.input, "input")  # a FIFO or /dev/stdin is read like a file
     sentences, _ = read_conll(
         path,
         token_col=ns.token_column,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from crfhead.cli.common import PROG
+
 __all__ = ["PASSTHROUGH", "run"]
 
 PASSTHROUGH: dict[str, str] = {
@@ -27,5 +29,8 @@ def run(command: str, args: Sequence[str]) -> int:
     """
     from crfhead.training.cli import main as cli_main
 
-    cli_main(list(args) if command == "train" else [command, *args])
+    if command == "train":
+        cli_main(list(args), prog=f"{PROG} train")  # errors name what the user typed
+    else:
+        cli_main([command, *args], prog=PROG)
     return 0

@@ -1,7 +1,14 @@
-"""CoNLL-style column files, read and written.
+r"""CoNLL-style column files, read and written.
 
 One token per line, blank lines between sentences, ``-DOCSTART-`` lines between documents
 (CoNLL-2003), tab- or space-separated (WNUT 2017), any tagging scheme in and out.
+
+Columns are split on runs of ASCII spaces and tabs (:data:`COLUMN_SPACE`), or on the ``separator``
+given, and nothing else: a token may hold any other character :meth:`str.isspace` calls space
+(a no-break space in ``New\u00a0York``, ``\u2028``, ``\x1c``), which :meth:`str.split` would cut
+the token at (silently losing its second half in a file of one-column lines, or blaming the line
+after it for a column count). Lines end at ``\n``, ``\r\n`` and ``\r`` only
+(:func:`crfhead.data.textfile.read_lines`). A line of spaces and tabs only is blank.
 
 :func:`read_conll` returns the sentences and a :class:`~crfhead.data.sentence.ReadReport`
 (:func:`parse_conll` does the same for lines already read, such as stdin's). A line with
@@ -25,18 +32,21 @@ line and column kept, with one more column (a prediction) appended to each token
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
-from crfhead.data.textfile import quote, read_lines
+from crfhead.data.textfile import quote, read_lines, require_file
 from crfhead.schemes import canonical_scheme, convert_tags, split_label
 
 __all__ = [
+    "COLUMN_SPACE",
     "DOCSTART",
     "DOCSTART_IN_SENTENCE",
     "CoNLLFormatError",
     "echo_conll",
+    "is_blank",
     "parse_conll",
     "read_conll",
     "split_columns",
@@ -49,6 +59,13 @@ DOCSTART = "-DOCSTART-"
 
 DOCSTART_IN_SENTENCE = "-DOCSTART- inside a sentence (the sentence ended there)"
 """Report event: a document marker with no blank line before it, in the middle of a sentence."""
+
+
+COLUMN_SPACE = " \t"
+"""What separates columns when no separator is given (a run of them), and all a blank line holds."""
+
+_COLUMN_RUN = re.compile(f"[{COLUMN_SPACE}]+")
+_UNWRITABLE = frozenset(COLUMN_SPACE + "\n\r")
 
 
 class CoNLLFormatError(ValueError):
@@ -76,7 +93,7 @@ def read_conll(
         columns: extra columns to keep, by name (e.g. ``{"pos": 1, "chunk": 2}`` for CoNLL-2003).
         scheme: the tagging scheme of the file (``"BIO"``, ``"IOB1"``, ``"BIOES"``, ...).
         out_scheme: re-encode the tags in this scheme (default: keep ``scheme``).
-        separator: the column separator (default: any run of whitespace).
+        separator: the column separator (default: any run of ASCII spaces and tabs).
         docstart: a token that opens a new document when it is the first column of a line.
         warn: emit one warning summarising repairs and skips.
 
@@ -91,9 +108,7 @@ def read_conll(
             ("no tag column"), or a tag outside ``scheme``.
         TextEncodingError: the file is not UTF-8 (a :class:`ValueError` naming file and line).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"CoNLL file not found: {path}")
+    path = require_file(path, "CoNLL")
     scheme = canonical_scheme(scheme)
     sentences, report = parse_conll(
         read_lines(path),
@@ -118,8 +133,20 @@ def read_conll(
 
 
 def split_columns(line: str, separator: str | None = None) -> list[str]:
-    """The columns of a line: split on ``separator``, or on any run of whitespace (``None``)."""
-    return line.split(separator) if separator is not None else line.split()
+    r"""The columns of a line: split on ``separator``, or on runs of spaces and tabs (``None``).
+
+    With ``None``, spaces and tabs at either end are dropped first; no other character splits (see
+    the module docstring): ``"New\u00a0York B-LOC"`` is two columns.
+    """
+    if separator is not None:
+        return line.split(separator)
+    stripped = line.strip(COLUMN_SPACE)
+    return _COLUMN_RUN.split(stripped) if stripped else []
+
+
+def is_blank(line: str) -> bool:
+    """Whether a line holds nothing but ASCII spaces and tabs (a sentence break)."""
+    return not line.strip(COLUMN_SPACE)
 
 
 def parse_conll(
@@ -182,7 +209,7 @@ def parse_conll(
         tokens, tags, extra = [], [], {key: [] for key in columns}
 
     for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
+        if is_blank(line):
             if not tokens and prev_blank:
                 report.skipped_empty += 1
             flush()
@@ -267,7 +294,9 @@ def write_conll(
             out.append("")
         tags = s.tags if s.tags is not None else ["O"] * len(s)
         for i, token in enumerate(s.tokens):
-            if not token or any(ch.isspace() for ch in token):
+            # What the reader would split or end the line at; other space (a no-break space) is
+            # kept inside the token, as the reader keeps it.
+            if not token or any(ch in _UNWRITABLE for ch in token) or separator in token:
                 raise ValueError(
                     f"token {token!r} of sentence {s.id} cannot be written to a column file"
                 )
@@ -283,7 +312,7 @@ def token_lines(
     return [
         i
         for i, line in enumerate(lines)
-        if line.strip() and split_columns(line, separator)[0] != docstart
+        if not is_blank(line) and split_columns(line, separator)[0] != docstart
     ]
 
 
@@ -296,8 +325,9 @@ def echo_conll(
         lines: the file's lines.
         tokens_at: the indices of its token lines (:func:`token_lines`).
         column: the value appended to each token line (a predicted tag), aligned with ``tokens_at``.
-        separator: the file's separator; ``None`` (any whitespace): the line's trailing whitespace
-            is dropped and the new column copies a tab if the line has one, else a space.
+        separator: the file's separator; ``None`` (runs of spaces and tabs): the line's trailing
+            spaces and tabs are dropped and the new column copies a tab if the line has one, else a
+            space.
 
     Raises:
         AssertionError: ``column`` and ``tokens_at`` differ in length (a caller's bug).
@@ -308,7 +338,7 @@ def echo_conll(
     for i, value in zip(tokens_at, column, strict=True):
         line = out[i]
         if separator is None:
-            line = line.rstrip()
+            line = line.rstrip(COLUMN_SPACE)
             sep = "\t" if "\t" in line else " "
         else:
             sep = separator

@@ -88,6 +88,9 @@ class FinanceCorpus(Corpus):
         profile: the generator's profile (:mod:`crfhead.data.finance.profile`): ``"default"``, or
             ``"seed"``, calibrated to the seed's statistics (most unseen tokens are ordinary words
             outside entities, not names).
+
+    Raises:
+        ValueError: ``seed == test_seed``; a document count below 1; an unknown profile.
     """
 
     def __init__(
@@ -101,6 +104,19 @@ class FinanceCorpus(Corpus):
     ) -> None:
         if seed == test_seed:
             raise ValueError(f"seed and test_seed must differ (both {seed}): test on another run")
+        # Counts, refused here rather than sliced: train_docs=-1 would train on all but the last
+        # of train_docs + dev_docs documents, without a word; 0 leaves a split empty.
+        for name, value, split in (
+            ("train_docs", train_docs, "train"),
+            ("dev_docs", dev_docs, "dev"),
+            ("test_docs", test_docs, "test"),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                empty = f": the {split} split has no sentences" if value == 0 else ""
+                raise ValueError(
+                    f"FinanceCorpus: {name} must be a whole number of documents >= 1, "
+                    f"got {value!r}{empty}"
+                )
         self.seed, self.train_docs, self.dev_docs = seed, train_docs, dev_docs
         self.test_seed, self.test_docs = test_seed, test_docs
         self.profile = resolve_profile(profile).name  # unknown names fail here, before loading

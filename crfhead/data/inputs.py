@@ -21,7 +21,7 @@ from pathlib import Path
 from crfhead.data.conll import DOCSTART, parse_conll, token_lines
 from crfhead.data.jsonl import parse_record
 from crfhead.data.sentence import Sentence
-from crfhead.data.textfile import decode_lines, read_lines
+from crfhead.data.textfile import decode_lines, read_lines, require_file
 
 __all__ = ["INPUT_FORMATS", "STDIN", "TaggingInput", "input_format", "read_input", "source_lines"]
 
@@ -66,20 +66,20 @@ def input_format(spec: str, given: str | None = None) -> str:
 def source_lines(spec: str) -> tuple[list[str], str]:
     """The lines of ``spec`` (a path, or ``-`` for stdin) read as training data is, and its name.
 
+    A FIFO (``<(cmd)``) or a character device (``/dev/null``) is read as a file is
+    (:func:`~crfhead.data.textfile.require_file`).
+
     Raises:
         FileNotFoundError: no such file.
         IsADirectoryError: a folder.
+        PermissionError: not readable.
         TextEncodingError: not UTF-8 (names the file, line and column).
     """
     if spec == STDIN:
         stream = sys.stdin
         data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8")
         return decode_lines(data, "<stdin>"), "<stdin>"
-    path = Path(spec)
-    if path.is_dir():
-        raise IsADirectoryError(f"input is a folder, not a file: {path}")
-    if not path.is_file():
-        raise FileNotFoundError(f"input file not found: {path}")
+    path = require_file(spec, "input")
     return read_lines(path), str(path)
 
 

@@ -31,9 +31,10 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from random import Random
 
+from crfhead.data.conll import split_columns
 from crfhead.data.paths import data_path
 from crfhead.data.sentence import ReadReport, Sentence
-from crfhead.data.textfile import quote, read_lines
+from crfhead.data.textfile import quote, read_lines, require_file
 from crfhead.schemes import Span, canonical_scheme, spans_to_tags
 
 __all__ = [
@@ -114,7 +115,8 @@ def read_msm2013(
     r"""Read the annotated training tweets.
 
     Each line is ``id \t TYPE/mention;TYPE/mention; \t text``; the text is pre-tokenised, so its
-    tokens are the text split on whitespace (after CSV unquoting). Each mention, in the order of the
+    tokens are the text split on runs of spaces and tabs (after CSV unquoting; other space, a
+    no-break space, stays inside a token, as in :func:`~crfhead.data.conll.split_columns`). Each mention, in the order of the
     annotation column, is aligned to the first token span not taken by an earlier mention of the
     tweet whose tokens equal the mention's tokens: exactly, else case-insensitively, else after
     case folding and stripping leading ``#`` (``#wikileaks`` ~ ``wikileaks``); each kind is
@@ -156,7 +158,7 @@ def read_msm2013(
         mentions = [m for item in items if (m := _parse_item(item, tweet_id, report))]
         for item in spilled:
             report.count(RECOVERED_FROM_TEXT, f"{tweet_id}: {item.strip()}")
-        tokens = text.split()
+        tokens = split_columns(text)
         spans = _align(mentions, tokens, tweet_id, report)
         if not tokens:
             report.skipped_empty += 1
@@ -201,7 +203,7 @@ def read_msm2013_test(
         if len(fields) == 3:
             report.count(DRAFT_ANNOTATIONS_IGNORED, f"{tweet_id}: {fields[1]!r}")
         text, _ = _unquote(raw_text, tweet_id, report, spill=False)
-        tokens = text.split()
+        tokens = split_columns(text)
         if not tokens:
             report.skipped_empty += 1
             report.example("skipped empty", f"{file.name}, line {lineno} (tweet {tweet_id})")
@@ -291,10 +293,7 @@ def kfold_msm2013(
 def _resolve(path: str | Path | None, default: str) -> Path:
     if path is None:
         return data_path("msm2013", default)
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"MSM2013 file not found: {file}")
-    return file
+    return require_file(path, "MSM2013")
 
 
 def _records(
@@ -353,7 +352,7 @@ def _parse_item(item: str, tweet_id: str, report: ReadReport) -> tuple[str, list
     if typ not in MSM2013_TYPES:
         report.count(UNKNOWN_TYPE, f"{tweet_id}: {item.strip()!r}")
         return None
-    tokens = mention.split()
+    tokens = split_columns(mention)
     if not tokens:
         report.count(EMPTY_MENTION, f"{tweet_id}: {item.strip()!r}")
         return None

@@ -1,8 +1,14 @@
-"""Tagged text written out: JSON lines, or ``token tag`` lines; to a file or stdout.
+r"""Tagged text written out: JSON lines, or ``token tag`` lines; to a file or stdout.
 
 The CoNLL echo of a CoNLL input (every input line and column kept, the prediction appended) is
 :func:`crfhead.data.conll.echo_conll`. Files are written as UTF-8, a newline after every line; the
 folder of an output file is created.
+
+A JSON line is one line for every reader: ``json.dumps(..., ensure_ascii=False)`` keeps text
+readable but leaves U+0085, U+2028 and U+2029 raw, which :meth:`str.splitlines` (and JavaScript
+before ES2019, and many editors) take as line breaks, so one record would read as several. Those
+characters, and the other ones :meth:`str.splitlines` breaks on, are written as ``\uXXXX``
+escapes: the JSON is the same, and ``json.loads`` gives back the same string.
 """
 
 from __future__ import annotations
@@ -22,12 +28,21 @@ OUTPUT_FORMATS = ("conll", "jsonl")
 STDOUT = "-"
 """The output spec that names stdout."""
 
+# Every character str.splitlines() ends a line at, but "\n" and "\r" (json.dumps escapes those,
+# and every control character below U+0020, already): each is written as its \uXXXX escape.
+_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in _LINE_BREAKS}
+
 
 def json_line(record: Mapping[str, Any], ident: str | None) -> str:
-    """One JSON line: ``{"id": ident}`` (when given) followed by ``record``'s fields, not ASCII-escaped."""
+    """One JSON line: ``{"id": ident}`` (when given) followed by ``record``'s fields.
+
+    Not ASCII-escaped, but every character that :meth:`str.splitlines` breaks a line at is escaped
+    (see the module docstring), so the result is always exactly one line.
+    """
     obj: dict[str, Any] = {} if ident is None else {"id": ident}
     obj.update(record)
-    return json.dumps(obj, ensure_ascii=False)
+    return json.dumps(obj, ensure_ascii=False).translate(_ESCAPES)
 
 
 def token_tag_lines(records: Iterable[tuple[str, Sequence[Token], Sequence[str]]]) -> list[str]:

@@ -12,6 +12,11 @@ such as stdin's, :func:`decode_lines`), so the same input gives the same lines a
   does (unlike :meth:`str.splitlines`, which also splits on ``\x1c``, ``\u2028``, ...: those stay
   inside a line, where a reader can reject or keep them).
 
+What counts as a file to read is decided once, by :func:`require_file`: anything that exists and
+is not a folder, so a FIFO (``--input <(zcat corpus.gz)``) and a character device (``/dev/null``,
+``/dev/stdin``) are read like a regular file, where :meth:`pathlib.Path.is_file` would call them
+"not found".
+
 :func:`quote` bounds what a message shows of an offending line, so a 1 MB line (a file with no line
 breaks, a binary file) gives a readable error rather than a megabyte of terminal output.
 """
@@ -21,7 +26,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["QUOTE_LIMIT", "TextEncodingError", "clip", "decode_lines", "quote", "read_lines"]
+__all__ = [
+    "QUOTE_LIMIT",
+    "TextEncodingError",
+    "clip",
+    "decode_lines",
+    "quote",
+    "read_lines",
+    "require_file",
+]
 
 QUOTE_LIMIT = 200
 """The most characters of a line an error message quotes."""
@@ -63,6 +76,29 @@ def quote(line: str, limit: int = QUOTE_LIMIT) -> str:
     return f"{line[:limit]!r}... ({len(line):,} characters in all)"
 
 
+def require_file(path: str | Path, what: str) -> Path:
+    """``path``, once it is known to name something readable as a file.
+
+    ``what`` names it in errors: ``"input"`` gives ``input file not found: PATH`` and ``input is a
+    folder, not a file: PATH``.
+
+    A missing path and a folder are refused; anything else (a regular file, a FIFO, a character
+    device, a symbolic link to one of them) is accepted: reading it is what tells whether it can be
+    read (:func:`read_lines` names it then).
+
+    Raises:
+        FileNotFoundError: nothing at ``path`` (or a dangling symbolic link): ``<what> file not
+            found``.
+        IsADirectoryError: a folder: ``<what> is a folder, not a file``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} is a folder, not a file: {path}")
+    if not path.exists():
+        raise FileNotFoundError(f"{what} file not found: {path}")
+    return path
+
+
 def read_lines(path: str | Path) -> list[str]:
     r"""The lines of a UTF-8 text file, without their terminators and without a leading BOM.
 
@@ -70,13 +106,20 @@ def read_lines(path: str | Path) -> list[str]:
     A final line terminator does not start another (empty) line, so ``"a\nb\n"`` is two lines;
     line ``n`` of the result is ``lines[n - 1]``, the numbering every reader's messages use.
 
+    Anything :func:`require_file` accepts can be read: a FIFO is read to its end.
+
     Raises:
         FileNotFoundError: the file does not exist (the caller usually checks first, naming it).
+        PermissionError: the file cannot be read (naming it).
         TextEncodingError: the file is not UTF-8: the message names the file, the line and column
             of the first bad byte, the byte, and (quoted, bad bytes escaped) that line.
     """
     path = Path(path)
-    return decode_lines(path.read_bytes(), path)
+    try:
+        data = path.read_bytes()
+    except PermissionError:
+        raise PermissionError(f"{path}: not readable (permission denied)") from None
+    return decode_lines(data, path)
 
 
 def decode_lines(data: bytes, name: str | Path) -> list[str]:

@@ -23,6 +23,16 @@ TensorBoard is installed (the ``tensorboard`` extra; without it one line says so
 to CSV). A ``fast_dev_run`` writes nothing into the current folder (its checkpoint and report go to
 a temporary folder, removed at the end).
 
+**Errors in the configuration** are short. A value a component's constructor refuses (a
+``ValueError`` while the classes are built: ``--model.lr=1e38``, ``--data.batch_size=0``,
+``--data.corpus.init_args.train_docs=-1``) or a ``--ckpt_path`` of another model is raised as
+:class:`ConfigError`, naming the config key when it can be told (the component whose constructor
+raised, and the one argument of it the message names); :func:`script` (``train.py``) prints it in
+one line, exit status 2, as ``crfhead train`` does (``--verbose``: the traceback). Everything else
+raised while training keeps its traceback: it may be a bug. A key the parser refuses (a typo) is
+one line too, naming the command the user typed (``crfhead train``, not the ``fit`` it runs), with
+where to find the options, instead of the whole usage.
+
 Runs never lose or mix up work: a checkpoint is resumed only when ``--ckpt_path`` names it (checked to
 be a crfhead checkpoint of the configured encoder, head and decoder; see
 :mod:`crfhead.model.checkpoints`), and the resumed run continues the checkpoint's own version folder
@@ -34,17 +44,23 @@ status 143 instead of Lightning's 0, without the test pass.
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 import tempfile
-from typing import Any
+from types import TracebackType
+from typing import Any, NoReturn
 
 from jsonargparse import ActionYesNo
-from pytorch_lightning import Callback, Trainer
+from jsonargparse._common import debug_mode_active
+from pytorch_lightning import Callback, LightningDataModule, LightningModule, Trainer
 from pytorch_lightning.callbacks import ProgressBar
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+from pytorch_lightning.loggers import Logger
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from crfhead.checks import MissingPackageError
+from crfhead.data.corpora import Corpus
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.model.build import (
     check_requirements,
@@ -64,8 +80,10 @@ from crfhead.training.runs import run_name, version_folder
 __all__ = [
     "SIGTERM_EXIT",
     "SUBCOMMANDS",
+    "ConfigError",
     "TaggerCLI",
     "main",
+    "script",
 ]
 
 SUBCOMMANDS = ("fit", "validate", "test", "predict")
@@ -73,6 +91,89 @@ SIGTERM_EXIT = 143
 """The exit status of a run stopped by SIGTERM (128 + 15, as a shell reports it)."""
 
 _CSV_LOGGER = "crfhead.training.loggers.CSVLogger"
+# Where each kind of component sits in the configuration, to name the key a constructor refused
+# (the first match wins: a corpus is built inside ``data``, a callback inside ``trainer``).
+_CONFIG_KEYS: tuple[tuple[type, str], ...] = (
+    (Corpus, "data.corpus.init_args"),
+    (LightningDataModule, "data"),
+    (LightningModule, "model"),
+    (Callback, "trainer.callbacks"),
+    (Logger, "trainer.logger"),
+    (Trainer, "trainer"),
+)
+
+
+class ConfigError(ValueError):
+    """A configured value refused before training started; the message names the key if it can.
+
+    A :class:`ValueError` (what the constructor raised is its ``__cause__``), so callers of
+    :func:`main` that catch ``ValueError`` keep working.
+    """
+
+
+def _config_key(exc: BaseException) -> str | None:
+    """The config key of a value a constructor refused, from where ``exc`` was raised.
+
+    Only an exception raised by an ``__init__`` itself counts (validation of its arguments); one
+    raised deeper (reading a corpus file, building a head) names its own source. The key is the
+    outermost component under construction (:data:`_CONFIG_KEYS`), then the one argument of that
+    constructor the message names as a word, if exactly one is named.
+    """
+    frames = []
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    if not frames or frames[-1].f_code.co_name != "__init__":
+        return None
+    for frame in frames:
+        obj = frame.f_locals.get("self") if frame.f_code.co_name == "__init__" else None
+        key = next((k for kind, k in _CONFIG_KEYS if isinstance(obj, kind)), None)
+        if obj is None or key is None:
+            continue
+        try:
+            names = list(inspect.signature(type(obj).__init__).parameters)[1:]
+        except (TypeError, ValueError):
+            return key
+        named = [n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", str(exc))]
+        return f"{key}.{named[0]}" if len(named) == 1 else key
+    return None
+
+
+def _config_message(error: ValueError) -> str:
+    """``error``'s message, led by the config key when a constructor in its chain names one.
+
+    jsonargparse catches what a nested component's constructor raises (the corpus inside
+    ``data``) and raises its own multi-line summary of every type it tried: the constructor's own
+    message, found in the chain, is then the message.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        key = _config_key(seen)
+        if key is not None:
+            return f"{key}: {seen}"
+        seen = seen.__cause__ or seen.__context__
+    return str(error)
+
+
+def _short_error_parser(display: str) -> type[LightningArgumentParser]:
+    """A parser class whose usage errors are one line naming ``display`` (the command typed).
+
+    jsonargparse prints the whole usage of the subcommand it runs (~70 lines) and names it
+    (``fit``), where the user typed ``crfhead train``; the message itself names the key.
+    """
+
+    class ShortErrorParser(LightningArgumentParser):
+        def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+            if not self.exit_on_error or debug_mode_active():
+                super().error(message, ex)  # raises: the caller asked for the exception
+            print(
+                f"{display}: error: {message.strip()}\n{display}: every option: {display} --help",
+                file=sys.stderr,
+            )
+            self.exit(2)
+
+    return ShortErrorParser
 
 
 class TaggerCLI(LightningCLI):
@@ -157,8 +258,14 @@ class TaggerCLI(LightningCLI):
         init_args["name"] = folder.parent.name
         init_args["version"] = int(folder.name.split("_")[1])
 
-    def instantiate_classes(self) -> None:  # noqa: D102
-        super().instantiate_classes()
+    def instantiate_classes(self) -> None:
+        """Build the components; a value one refuses is a :class:`ConfigError` naming its key."""
+        try:
+            super().instantiate_classes()
+        except ConfigError:
+            raise
+        except ValueError as error:
+            raise ConfigError(_config_message(error)) from error
         if isinstance(self.datamodule, TaggingDataModule) and isinstance(self.model, TaggerModule):
             self.datamodule.set_needs(self.model.tagger.needs)
         self.trainer.strategy.checkpoint_io = AtomicCheckpointIO()
@@ -196,19 +303,32 @@ class TaggerCLI(LightningCLI):
         ckpt = read_checkpoint(path)
         model = self.config[subcommand].get("model")
         spec = model.as_dict() if hasattr(model, "as_dict") else dict(model or {})
-        check_same_model(ckpt, spec, path)
+        try:
+            check_same_model(ckpt, spec, path)
+        except ValueError as error:
+            raise ConfigError(f"ckpt_path: {error}") from error
         step = ckpt.get("global_step")
         self.resume_step = int(step) if isinstance(step, int) else None
         verb = "resuming from" if subcommand == "fit" else "using"
         print(f"{verb} {path} (epoch {ckpt.get('epoch')}, step {step})", file=sys.stderr)
 
 
-def main(args: list[str] | None = None) -> TaggerCLI:
+def main(args: list[str] | None = None, prog: str = "train.py") -> TaggerCLI:
     """Run ``fit`` then ``test`` (or the subcommand given first).
 
     ``--config crfhead:NAME`` reads a packaged config; ``--verbose`` shows every library message.
+
+    Args:
+        args: the command line (default: ``sys.argv[1:]``).
+        prog: what the user typed to run this, named in usage errors (``crfhead train``); the
+            subcommand, when given first, is added.
+
+    Raises:
+        SystemExit: a usage error (one line, status 2), ``--help``, SIGTERM (143).
+        ConfigError: a configured value a component refused (see the module docstring).
     """
     argv = list(sys.argv[1:] if args is None else args)
+    display = f"{prog} {argv[0]}" if argv and argv[0] in SUBCOMMANDS else prog
     run_test_after_fit = not argv or argv[0] not in SUBCOMMANDS
     if run_test_after_fit:
         argv = ["fit", *argv]
@@ -235,6 +355,7 @@ def main(args: list[str] | None = None) -> TaggerCLI:
                 args=argv,
                 save_config_kwargs={"overwrite": True},
                 parser_kwargs={sub: defaults for sub in SUBCOMMANDS},
+                parser_class=_short_error_parser(display),
                 console=console,
             )
         except MissingPackageError as error:
@@ -247,3 +368,23 @@ def main(args: list[str] | None = None) -> TaggerCLI:
             best = None if getattr(cli.trainer, "fast_dev_run", False) else "best"
             cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=best, verbose=False)
     return cli
+
+
+def script(args: list[str] | None = None, prog: str = "train.py") -> int:
+    """``train.py`` run as a script: :func:`main`, a :class:`ConfigError` reported in one line.
+
+    Only configuration errors are shortened (status 2, as ``crfhead train`` reports them); any
+    other exception keeps its traceback, and ``--verbose`` shows the traceback of those too.
+
+    Returns:
+        0, or 2 for a configuration error.
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    try:
+        main(argv, prog=prog)
+    except ConfigError as error:
+        if "--verbose" in argv:
+            raise
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -25,9 +25,19 @@ from crfhead.model.build import DEFAULT_ENCODER, DEFAULT_HEAD, Spec, without_sou
 from crfhead.model.tagger import Tagger
 from crfhead.schemes import entity_types
 
-__all__ = ["OPTIMIZERS", "TaggerModule"]
+__all__ = ["MAX_LR", "OPTIMIZERS", "TaggerModule"]
 
 OPTIMIZERS = ("adamw", "sgd")
+MAX_LR = 1e10
+"""The largest ``lr`` and ``backbone_lr`` accepted, refused when the model is built.
+
+Far above any rate that trains (the configs use 5e-5 to 1; the perceptron's SGD step is 1), yet
+small enough that a first step cannot overflow float32 (3.4e38): AdamW moves a weight by about
+``lr`` a step (``lr / (1 - beta1)`` before bias correction, 10 times ``lr`` at step 1), so
+``lr=1e38`` failed inside the optimizer ("cannot be converted to type float without overflow")
+and left a crash checkpoint with advice to resume from it. Below the bound a rate too high is
+stopped by ``divergence`` or the non-finite loss check, whose messages say to lower it.
+"""
 
 
 class TaggerModule(pl.LightningModule):
@@ -40,8 +50,9 @@ class TaggerModule(pl.LightningModule):
             ``crfhead.heads.crf.CRF``); ``num_tags``, ``labels`` and ``scheme`` come from the data.
         vocabs: the data module's vocabularies (linked automatically by ``train.py``).
         constrained: constrain the CRF to the tagging scheme (training and decoding alike).
-        lr: learning rate of the encoder (non-transformer part) and the CRF.
-        backbone_lr: learning rate of a transformer backbone.
+        lr: learning rate of the encoder (non-transformer part) and the CRF (finite, in
+            ``(0, MAX_LR]``).
+        backbone_lr: learning rate of a transformer backbone (as ``lr``).
         weight_decay: AdamW weight decay (not applied to the CRF transitions).
         warmup_ratio: fraction of the training steps with linear warm-up, then linear decay
             (0: constant learning rate).
@@ -80,6 +91,11 @@ class TaggerModule(pl.LightningModule):
         for name, value in (("lr", lr), ("backbone_lr", backbone_lr)):
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+            if value > MAX_LR:
+                raise ValueError(
+                    f"{name} must be at most {MAX_LR:g}, got {value:g}: a step that large "
+                    "overflows float32 weights (the rates that train are about 1 at most)"
+                )
         if divergence is not None and not divergence > 1:
             raise ValueError(f"divergence must be > 1 or None, got {divergence!r}")
         if vocabs is None:
