@@ -11,6 +11,7 @@ positions are ignored (padding may hold anything; the backends never read it int
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 from torch import Tensor
@@ -23,6 +24,7 @@ __all__ = [
     "check_tag_range",
     "check_word_ids",
     "refuse_non_finite",
+    "require_int",
 ]
 
 
@@ -36,6 +38,26 @@ class MissingPackageError(ModuleNotFoundError):
     The message is one line that names the command installing it; ``train.py`` reports it as that
     line, before anything is built.
     """
+
+
+def require_int(name: str, value: object, at_least: int | None = None) -> int:
+    """``value`` as an ``int``, refusing anything that is not an integer (a ``bool`` is not one here).
+
+    Integers of other types (NumPy's, a 0-dim integer tensor) are accepted by ``__index__``.
+
+    Raises:
+        ValueError: not an integer, or below ``at_least``; the message prints the value and its type.
+    """
+    if not isinstance(value, bool):
+        try:
+            number = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+        else:
+            if at_least is None or number >= at_least:
+                return number
+    need = "an int" if at_least is None else f"an int >= {at_least}"
+    raise ValueError(f"{name} must be {need}, got {value!r} ({type(value).__name__})")
 
 
 def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> bool:

@@ -36,6 +36,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import torch
 from torch import Tensor
 
+from crfhead.checks import require_int
 from crfhead.engine import decode, scan
 from crfhead.engine.potentials import ChainPotentials, check_tag_range, constrain, make_potentials
 from crfhead.engine.table import OPS, run
@@ -199,9 +200,13 @@ def topk(pot: ChainPotentials, k: int, backend: str | None = None) -> tuple[Tens
 
     Returns:
         ``(scores, paths)``: ``(B, k)`` and ``(B, k, T)`` int64 (``-1`` at masked positions).
+
+    Raises:
+        ValueError: ``k`` is not an int ``>= 1`` (a ``bool`` is not an int here).
     """
-    if k < 1:
+    if isinstance(k, int) and not isinstance(k, bool) and k < 1:
         raise ValueError(f"k-best needs k >= 1, got k={k}")
+    k = require_int("k", k, at_least=1)
     out: tuple[Tensor, Tensor] = run("topk", pot, k, backend=backend)
     return out
 
@@ -249,7 +254,8 @@ def sample(
         ``(S, B, T)`` int64 paths, ``-1`` at masked positions (and everywhere for a row with no
         valid path).
     """
-    if num_samples < 1:
+    if isinstance(num_samples, int) and not isinstance(num_samples, bool) and num_samples < 1:
         raise ValueError(f"num_samples must be >= 1, got {num_samples}")
+    num_samples = require_int("num_samples", num_samples, at_least=1)
     out: Tensor = run("sample", pot, num_samples, generator, backend=backend)
     return out

@@ -66,8 +66,8 @@ def reduce_loss(losses: Tensor, mask: Tensor, reduction: str) -> Tensor:
         return losses
     if reduction == "sum":
         return losses.sum()
-    if reduction == "mean":
-        return losses.mean()
+    if reduction == "mean":  # an empty batch has mean loss 0 (as pytorch-crf), still on the graph
+        return losses.sum() / max(losses.numel(), 1)
     return losses.sum() / mask.sum().clamp(min=1)
 
 
@@ -81,6 +81,11 @@ class ChainHead(nn.Module):
             with ``labels`` it constrains starts, transitions and ends in training and decoding alike.
         decoder: what :meth:`decode_labels` (the training loop's decoder) returns, one of
             :data:`DECODERS`.
+
+    Raises:
+        ValueError: ``num_tags`` not a positive int (a ``bool`` is not one; the message prints the
+            value and its type), ``labels`` of another length or naming a tag twice, a ``scheme``
+            without ``labels``, an unknown ``decoder``.
 
     Attributes:
         allowed_transitions: ``(K, K)`` bool buffer, ``[from, to]`` (all True when unconstrained).
@@ -117,10 +122,21 @@ class ChainHead(nn.Module):
         decoder: str = "viterbi",
     ) -> None:
         super().__init__()
-        if not isinstance(num_tags, int) or num_tags < 1:
-            raise ValueError(f"num_tags must be a positive int, got {num_tags!r}")
-        if labels is not None and len(labels) != num_tags:
-            raise ValueError(f"got {len(labels)} labels for num_tags={num_tags}")
+        if isinstance(num_tags, bool) or not isinstance(num_tags, int) or num_tags < 1:
+            raise ValueError(
+                f"num_tags must be a positive int, got {num_tags!r} ({type(num_tags).__name__})"
+            )
+        if labels is not None:
+            if len(labels) != num_tags:
+                raise ValueError(f"got {len(labels)} labels for num_tags={num_tags}")
+            seen: set[object] = set()
+            for i, label in enumerate(labels):
+                if label in seen:
+                    raise ValueError(
+                        f"label {label!r} appears twice in labels (again at index {i}): "
+                        "each tag needs a name of its own"
+                    )
+                seen.add(label)
         if scheme is not None and labels is None:
             raise ValueError(f"scheme={scheme!r} needs the label list (labels=...) to constrain")
         if decoder not in DECODERS:

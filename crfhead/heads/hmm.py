@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from crfhead import engine
-from crfhead.checks import check_word_ids
+from crfhead.checks import check_word_ids, require_int
 from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
 from crfhead.heads.base import CountingHead
 from crfhead.numerics import compute_dtype, straight_clamp
@@ -109,8 +109,7 @@ class HMM(CountingHead):
         padding_index: int | None = 0,
     ) -> None:
         super().__init__(num_tags, labels=labels, scheme=scheme, decoder=decoder)
-        if not isinstance(vocab_size, int) or vocab_size < 1:
-            raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
+        vocab_size = require_int("vocab_size", vocab_size, at_least=1)
         if not alpha > 0 or not alphas or not all(a > 0 for a in alphas):
             raise ValueError(f"alpha and every alphas must be > 0, got {alpha!r} and {alphas!r}")
         if unknown_singletons and not 0 <= unknown_index < vocab_size:
