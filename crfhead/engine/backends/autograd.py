@@ -89,8 +89,8 @@ def compose_nll(
     gold = gold_counts(pot, tags, grads and edges)
     # A forbidden gold path (score -inf) has an infinite loss, also where log Z is -inf too. The
     # loss is >= 0 exactly; rounding of log Z (scores far above 1e4 in float32) could take it below.
-    loss = straight_clamp(m.value - gold.value, min=0.0)
-    value = torch.where(gold.value == float("-inf"), float("inf"), loss)
+    difference = straight_clamp(m.value - gold.value, min=0.0)
+    value = torch.where(gold.value == float("-inf"), float("inf"), difference)
     if not grads:
         return Moments(value), gold.value
 
