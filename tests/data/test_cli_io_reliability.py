@@ -209,14 +209,12 @@ def test_a_wrong_column_count_names_the_line_that_has_it(tmp_path: Path) -> None
 
 
 def test_a_line_of_other_space_is_a_token_not_a_blank_line(tmp_path: Path) -> None:
-    lines = ["a O", "\u00a0 O", "", "b O"]
+    lines = ["a", "\u00a0", "", "b"]  # a no-break space alone is a token (str.strip() drops it)
     assert token_lines(lines) == [0, 1, 3]
-    assert echo_conll(lines, [0, 1, 3], ["X", "Y", "Z"], None) == [
-        "a O X",
-        "\u00a0 O Y",
-        "",
-        "b O Z",
-    ]
+    assert echo_conll(lines, [0, 1, 3], ["X", "Y", "Z"], None) == ["a X", "\u00a0 Y", "", "b Z"]
+    path = tmp_path / "one.conll"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert [s.tokens for s in read_input(str(path), "conll").sentences] == [["a", "\u00a0"], ["b"]]
 
 
 def test_write_conll_round_trips_a_no_break_space(tmp_path: Path) -> None:
