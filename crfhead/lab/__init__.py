@@ -4,7 +4,9 @@
 ``crfhead/lab/static`` on 127.0.0.1 (:mod:`crfhead.lab.server`). The page is plain HTML, CSS and
 JavaScript drawing SVG, with no build step and nothing fetched from outside the machine. Each tab reads
 its data from ``static/data/<tab>.json``; the "Your model" tab asks the server to tag a sentence with
-the model given by ``--model`` (a higher-order model also decodes several lines jointly there).
+the model given by ``--model`` (a higher-order model also decodes several lines jointly there). The
+server bounds what one request may ask and how long it waits for the model (``--max-chars``,
+``--max-tokens``, ``--lock-timeout``, ...: :class:`crfhead.lab.server.Limits`).
 
 The library never imports this room; importing it imports nothing heavy (the model code is imported
 when a model is loaded).

@@ -870,7 +870,7 @@ class _Handler(BaseHTTPRequestHandler):
     do_PATCH = do_PUT  # noqa: N815
 
     def _refuse(self) -> None:
-        self.close_connection = True  # its body, if any, is not read
+        self._unread()  # its body, if any
         raise _RequestError(
             HTTPStatus.METHOD_NOT_ALLOWED, "the lab takes GET and POST /api/tag only"
         )
@@ -900,7 +900,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _post(self) -> None:
         path = urlsplit(self.path).path
         if path != "/api/tag":
-            self.close_connection = True  # its body is not read
+            self._unread()
             raise _RequestError(HTTPStatus.NOT_FOUND, f"no such endpoint: POST {path}")
         state = self.server.state
         body = self._read_body()
