@@ -1,7 +1,9 @@
 """``crfhead train | test | fit | validate ARGS``: ``ARGS`` go untouched to ``train.py``'s LightningCLI.
 
 :func:`crfhead.training.cli.main`; ``train`` is fit then test, as ``train.py`` runs. Training's console
-is its own: its errors and warnings are not rewritten into one line.
+is its own, but its usage errors name what was typed (``crfhead train: error: ...``, not ``fit``)
+and a value the configuration's components refuse is one line, exit status 2
+(:class:`crfhead.training.cli.ConfigError`).
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ status 143 instead of Lightning's 0, without the test pass.
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import sys
 import tempfile
@@ -52,7 +53,6 @@ from types import TracebackType
 from typing import Any, NoReturn
 
 from jsonargparse import ActionYesNo
-from jsonargparse._common import debug_mode_active
 from pytorch_lightning import Callback, LightningDataModule, LightningModule, Trainer
 from pytorch_lightning.callbacks import ProgressBar
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
@@ -147,13 +147,35 @@ def _config_message(error: ValueError) -> str:
     ``data``) and raises its own multi-line summary of every type it tried: the constructor's own
     message, found in the chain, is then the message.
     """
+    chain: list[BaseException] = []
     seen: BaseException | None = error
-    while seen is not None:
+    while seen is not None and seen not in chain:
         key = _config_key(seen)
         if key is not None:
             return f"{key}: {seen}"
+        chain.append(seen)
         seen = seen.__cause__ or seen.__context__
-    return str(error)
+    # No constructor named: the deepest ValueError that jsonargparse did not raise itself (a
+    # profile name, a file a corpus reads) says more than its summary of the types it tried.
+    ours = [e for e in chain if isinstance(e, ValueError) and not _raised_by_jsonargparse(e)]
+    return str(ours[-1] if ours else error)
+
+
+def _raised_by_jsonargparse(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is jsonargparse's."""
+    tb: TracebackType | None = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "jsonargparse" in tb.tb_frame.f_code.co_filename
+
+
+def _jsonargparse_debug() -> bool:
+    """Whether jsonargparse's debug mode (``JSONARGPARSE_DEBUG``) is on: parser errors are raised."""
+    try:
+        from jsonargparse._common import debug_mode_active  # private: read where it is
+    except ImportError:
+        return bool(os.environ.get("JSONARGPARSE_DEBUG"))
+    return bool(debug_mode_active())
 
 
 def _short_error_parser(display: str) -> type[LightningArgumentParser]:
@@ -165,7 +187,7 @@ def _short_error_parser(display: str) -> type[LightningArgumentParser]:
 
     class ShortErrorParser(LightningArgumentParser):
         def error(self, message: str, ex: Exception | None = None) -> NoReturn:
-            if not self.exit_on_error or debug_mode_active():
+            if not self.exit_on_error or _jsonargparse_debug():
                 super().error(message, ex)  # raises: the caller asked for the exception
             print(
                 f"{display}: error: {message.strip()}\n{display}: every option: {display} --help",

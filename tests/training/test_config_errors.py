@@ -75,6 +75,12 @@ def test_a_refused_value_names_its_component_when_the_argument_is_ambiguous() ->
         main([*ARGS, "--model.optimizer=adam"])
 
 
+def test_an_error_below_a_constructor_keeps_its_own_message_not_jsonargparse_summary() -> None:
+    with pytest.raises(ConfigError, match=r"^unknown finance profile 'nope'; known:") as info:
+        main([*ARGS, "--data.corpus.init_args.profile=nope"])
+    assert "\n" not in str(info.value)
+
+
 # --- how they are reported ----------------------------------------------------------------------
 
 
