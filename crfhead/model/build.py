@@ -19,10 +19,23 @@ built (``train.py`` hands them to the data module, which then builds only those 
 encoder class declares them with a ``needs_for(init_args)`` class method where they depend on its
 arguments (the BiLSTM's character encoder), else with its class attribute ``needs``; a head that
 scores words itself (the HMM) reads its own ``needs`` instead.
+
+Which class paths resolve (decision): a user's own training config is the user's code, so
+``train.py`` (the default, lenient mode) imports any class path it names, e.g.
+``--model.encoder.class_path=mypkg.MyEnc``. A saved folder or checkpoint is data from elsewhere:
+loading one runs under :func:`strict_components` (as :func:`crfhead.load` does), where a class path
+resolves only to a class registered with :func:`register_component` (by its ``module.QualName``), or
+to a class *defined* in crfhead (``cls.__module__`` under ``crfhead.``, so a stdlib class re-exported
+by a crfhead module is refused) reached by importing a module under ``crfhead.`` only. No other name
+is ever imported while loading, so a module shipped in the model folder, or on ``sys.path``, never
+runs. A saved model with a class of the user's loads once the user's code calls
+``crfhead.register_component(MyEnc)`` before loading it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import inspect
 from collections.abc import Iterator
@@ -50,7 +63,10 @@ __all__ = [
     "data_sizes",
     "encoder_word_vectors",
     "plain_spec",
+    "register_component",
+    "resolve_saved",
     "spec_needs",
+    "strict_components",
     "without_sources",
 ]
 
@@ -71,7 +87,74 @@ DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.heads.CRF"}
 DEFAULT_ENCODER: dict[str, Any] = {"class_path": "crfhead.encoders.IndicatorEncoder"}
 
 
+_REGISTERED: dict[str, type] = {}
+_STRICT: contextvars.ContextVar[str | None] = contextvars.ContextVar("crfhead_strict", default=None)
+"""The file being loaded while :func:`strict_components` is active, else ``None`` (lenient)."""
+
+
+def register_component(cls: type) -> type:
+    """Allow ``cls`` in saved models: loading resolves its ``module.QualName`` class path to it.
+
+    Usable as a class decorator. Needed only for a class outside crfhead that a saved folder or a
+    checkpoint names; training from one's own config imports it without this.
+
+    Raises:
+        TypeError: ``cls`` is not a class.
+    """
+    if not isinstance(cls, type):
+        raise TypeError(f"register_component takes a class, got {type(cls).__name__}")
+    _REGISTERED[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return cls
+
+
+@contextlib.contextmanager
+def strict_components(source: object) -> Iterator[None]:
+    """Within this block, class paths resolve only to registered or crfhead classes (see the module).
+
+    Args:
+        source: the file being loaded, named in the error for a refused class path.
+    """
+    token = _STRICT.set(str(source))
+    try:
+        yield
+    finally:
+        _STRICT.reset(token)
+
+
+def _refuse(class_path: str, what: str, source: str, why: str) -> ValueError:
+    return ValueError(
+        f"{source}: {what} class_path {class_path!r} refused ({why}): loading a saved model imports "
+        "only crfhead's own classes; if you trust this class, import it and call "
+        f"crfhead.register_component(<class>) before loading"
+    )
+
+
+def _resolve_strict(class_path: str, what: str, base: type, source: str) -> type:
+    cls = _REGISTERED.get(class_path)
+    if cls is None:
+        module_name, _, name = class_path.rpartition(".")
+        if not module_name.startswith("crfhead.") and module_name != "crfhead":
+            raise _refuse(class_path, what, source, "not a crfhead class nor registered")
+        try:
+            cls = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError, ValueError) as err:
+            raise ValueError(
+                f"{source}: {what} class_path {class_path!r} cannot be imported: {err}"
+            ) from None
+        module = getattr(cls, "__module__", "") or ""
+        if not isinstance(cls, type) or not (module == "crfhead" or module.startswith("crfhead.")):
+            raise _refuse(class_path, what, source, "not a class defined in crfhead")
+    if not issubclass(cls, base):
+        raise ValueError(
+            f"{source}: {what} class_path {class_path!r} is not a {base.__name__} class"
+        )
+    return cls
+
+
 def _resolve(class_path: str, what: str, base: type) -> type:
+    source = _STRICT.get()
+    if source is not None:
+        return _resolve_strict(class_path, what, base, source)
     module_name, _, name = class_path.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), name)
@@ -80,6 +163,18 @@ def _resolve(class_path: str, what: str, base: type) -> type:
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise ValueError(f"{what} class_path {class_path!r} is not a {base.__name__} class")
     return cls
+
+
+def resolve_saved(config: Any, source: object) -> None:
+    """Check every class path of a saved model's ``config`` strictly, importing nothing foreign.
+
+    Run on reading a folder or checkpoint, so a refused class is one line before anything is built.
+
+    Raises:
+        ValueError: naming the class path, ``source`` and how to register it.
+    """
+    for spec in _specs(config):
+        _resolve_strict(str(spec["class_path"]), "component", object, str(source))
 
 
 def _build(spec: dict[str, Any], provided: dict[str, Any], what: str, base: type) -> Any:
@@ -229,10 +324,9 @@ def check_requirements(config: dict[str, Any]) -> None:
         MissingPackageError: for the first component whose package is missing.
     """
     for spec in _specs(config):
-        module_name, _, name = str(spec["class_path"]).rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module_name), name)
-        except (ImportError, AttributeError, ValueError):
+        try:  # strict inside strict_components: a saved model's names are never imported
+            cls = _resolve(str(spec["class_path"]), "component", object)
+        except ValueError:
             continue
         check = getattr(cls, "check_requirements", None)
         if callable(check):

@@ -5,10 +5,19 @@
 plain ``state_dict``, another library's checkpoint) naming the file, and :func:`check_same_model`
 refuses a checkpoint of another encoder, head or decoder than the one configured, naming both,
 instead of loading it into the wrong model.
+
+A ``.ckpt`` is a pickle, and unpickling can run code. :func:`read_checkpoint` therefore loads with
+``torch.load(weights_only=True)``, which rebuilds only tensors and plain containers (a crfhead
+checkpoint holds nothing else). A checkpoint that needs more (another library's objects in its
+hyper-parameters, say) is refused with one line saying so; it loads only if explicitly trusted:
+``trust=True`` from Python or the environment variable ``CRFHEAD_TRUST_CHECKPOINT=1`` (for the
+command line). Trust only a checkpoint you wrote yourself.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,13 +26,25 @@ import torch
 
 from crfhead.model.build import DEFAULT_ENCODER, DEFAULT_HEAD
 
-__all__ = ["check_same_model", "component", "read_checkpoint"]
+__all__ = ["TRUST_ENV", "check_same_model", "component", "read_checkpoint"]
+
+TRUST_ENV = "CRFHEAD_TRUST_CHECKPOINT"
+"""Set to ``1`` to unpickle checkpoints that ``weights_only`` refuses (code may run)."""
 
 COMPONENTS = ("encoder", "head", "decoder")
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
+class _UntrustedError(Exception):
+    """A checkpoint ``weights_only`` refuses, not trusted: kept apart from unreadable files."""
+
+
+def read_checkpoint(path: str | Path, *, trust: bool = False) -> dict[str, Any]:
     """The checkpoint at ``path``, on the CPU, checked to be a crfhead tagger checkpoint.
+
+    Args:
+        path: the ``.ckpt`` file.
+        trust: unpickle it fully if ``weights_only`` refuses it (runs any code it holds); also
+            set by the environment variable :data:`TRUST_ENV` = ``1``.
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -34,8 +55,26 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise FileNotFoundError(f"checkpoint not found: {p}")
     if p.stat().st_size == 0:
         raise ValueError(f"{p}: empty file, not a checkpoint")
+    trusted = trust or os.environ.get(TRUST_ENV) == "1"
     try:
-        ckpt = torch.load(p, map_location="cpu", weights_only=False)
+        try:
+            ckpt = torch.load(p, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as err:
+            if "weights only load failed" not in str(err).lower():
+                raise
+            if not trusted:
+                first = next(
+                    (ln for ln in str(err).splitlines() if "GLOBAL" in ln or "Unsupported" in ln),
+                    "",
+                ).strip()[:200]
+                raise _UntrustedError(
+                    f"{p}: holds objects other than tensors and plain data ({first}); a .ckpt is a "
+                    "pickle that can run code when loaded: if you wrote it yourself, load it with "
+                    f"trust=True or {TRUST_ENV}=1"
+                ) from None
+            ckpt = torch.load(p, map_location="cpu", weights_only=False)
+    except _UntrustedError as err:
+        raise ValueError(str(err)) from None
     except Exception as err:  # torch raises many types for bad files (EOFError, UnpicklingError...)
         reason = f"{type(err).__name__}: {str(err)[:200]}"
         raise ValueError(
