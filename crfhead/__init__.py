@@ -52,6 +52,7 @@ __all__ = [
     "__version__",
     "load",
     "make_potentials",
+    "register_component",
 ]
 
 
@@ -76,3 +77,14 @@ def load(path: str | Path, *, device: str | torch.device | None = None) -> TextT
     from crfhead.inference import load as load_model
 
     return load_model(path, device=device)
+
+
+def register_component(cls: type) -> type:
+    """Allow a class of your own in saved models you load (usable as a decorator).
+
+    Loading a saved folder or checkpoint imports only crfhead's classes; see
+    :func:`crfhead.model.build.register_component` (imported on first use).
+    """
+    from crfhead.model.build import register_component as register
+
+    return register(cls)

@@ -15,11 +15,34 @@ A saved folder holds everything needed to rebuild the model without Lightning:
 
 A folder is written next to its destination and renamed into place, so an interrupted save leaves no
 folder that looks complete, and an existing folder is never overwritten unless asked.
+
+Loading runs no code from the folder: every class path is resolved strictly
+(:func:`crfhead.model.build.strict_components`: crfhead's own classes and those the user registered
+with :func:`crfhead.register_component`), and the weights are ``safetensors``.
+``config.json`` is checked against the rest: an integer ``format_version``, a bool ``constrained``,
+``labels`` and ``scheme`` equal to those in ``vocabs.json``, and (format version 2 on) the SHA-256
+of ``model.safetensors`` (``weights_sha256``). Version 1 folders, without the checksum, still load.
+
+Saving, decisions:
+
+* the temporary folder is ``.NAME.tmp-PID-XXXX``; a later save of the same destination removes
+  those whose process is dead (a save killed with ``kill -9``), never a live save's;
+* ``overwrite=True`` replaces only a crfhead model folder (a ``config.json`` with the format marker
+  and only the files a save writes), never a folder of other files;
+* the replacement is atomic where the kernel can swap two folders (Linux ``renameat2`` with
+  ``RENAME_EXCHANGE``); elsewhere the old folder is first renamed to ``.NAME.old``, and if the
+  second rename fails it is renamed back; a ``.NAME.old`` left with no ``NAME`` (a crash between the
+  two) is restored by the next save and named by the load error;
+* files and folders follow the umask (``0o666`` / ``0o777`` less the umask), as ``open`` would.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -27,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crfhead.model.build import resolve_saved, strict_components
 from crfhead.model.checkpoints import read_checkpoint
 from crfhead.model.tagger import Tagger
 from crfhead.schemes import entity_types
@@ -34,7 +58,8 @@ from crfhead.schemes import entity_types
 __all__ = ["FORMAT", "ModelFiles", "read_model", "save_folder"]
 
 FORMAT = "crfhead-tagger"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2 adds ``weights_sha256``; version 1 folders (no checksum) still load."""
 CONFIG, VOCABS, WEIGHTS, CARD = "config.json", "vocabs.json", "model.safetensors", "README.md"
 BACKBONE = "backbone"
 """A transformer encoder's backbone config and tokenizer (its weights are in ``model.safetensors``)."""
@@ -62,13 +87,14 @@ class ModelFiles:
     def build(self) -> Tagger:
         """The tagger, weights loaded (strictly: every key must match)."""
         c = self.config
-        model = Tagger.build(
-            self.vocabs,
-            c.get("encoder"),
-            c.get("head"),
-            c.get("constrained", True),
-            c.get("decoder"),
-        )
+        with strict_components(self.source):  # a saved model's class paths: no foreign imports
+            model = Tagger.build(
+                self.vocabs,
+                c.get("encoder"),
+                c.get("head"),
+                c.get("constrained", True),
+                c.get("decoder"),
+            )
         try:
             model.load_state_dict(self.state_dict, strict=True)
         except RuntimeError as err:
@@ -112,25 +138,63 @@ def _read_json(path: Path) -> dict[str, Any]:
     return loaded
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_config(folder: Path, config: dict[str, Any], vocabs: dict[str, Any]) -> None:
+    """Refuse a ``config.json`` whose values are ill-typed or disagree with ``vocabs.json``."""
+    file = folder / CONFIG
+    version = config.get("format_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"{file}: format_version must be an integer, got {version!r}")
+    if version > FORMAT_VERSION:
+        raise ValueError(
+            f"{folder}: saved by a newer crfhead (format version {version}); "
+            f"this one reads version {FORMAT_VERSION}: upgrade crfhead"
+        )
+    constrained = config.get("constrained", True)
+    if constrained is not None and not isinstance(constrained, bool):
+        raise ValueError(f"{file}: constrained must be true or false, got {constrained!r}")
+    labels = vocabs.get("labels") if isinstance(vocabs.get("labels"), dict) else {}
+    for key in ("labels", "scheme"):
+        if key in config and key in labels and config[key] != labels[key]:
+            raise ValueError(
+                f"{file} and {folder / VOCABS} disagree on {key}: {config[key]!r} in {CONFIG}, "
+                f"{labels[key]!r} in {VOCABS} (edit neither by hand; save the model again)"
+            )
+
+
 def _read_folder(folder: Path) -> ModelFiles:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
+    if not (folder / CONFIG).exists() and _old(folder).is_dir():
+        raise ValueError(
+            f"{folder}: not a saved crfhead model, but {_old(folder)} holds the model an interrupted "
+            f"save replaced: rename it to {folder.name} (the next save to {folder} restores it)"
+        )
     config = _read_json(folder / CONFIG)
     if config.get("format") != FORMAT:
         raise ValueError(
             f"{folder / CONFIG}: not a crfhead model config (format {config.get('format')!r}, "
             f"expected {FORMAT!r})"
         )
-    if int(config.get("format_version", 0)) > FORMAT_VERSION:
-        raise ValueError(
-            f"{folder}: saved by a newer crfhead (format version {config['format_version']}); "
-            f"this one reads version {FORMAT_VERSION}: upgrade crfhead"
-        )
     vocabs = _read_json(folder / VOCABS)
+    _check_config(folder, config, vocabs)
+    resolve_saved({k: config.get(k) for k in _SPEC_KEYS}, folder / CONFIG)
     weights = folder / WEIGHTS
     if not weights.is_file():
         raise ValueError(f"{folder}: not a saved crfhead model ({WEIGHTS} is missing)")
+    expected = config.get("weights_sha256")
+    if expected is not None and _sha256(weights) != expected:
+        raise ValueError(
+            f"{weights}: corrupt weights (SHA-256 differs from weights_sha256 in {folder / CONFIG})"
+        )
     try:
         state = load_file(str(weights))
     except (SafetensorError, OSError, ValueError) as err:
@@ -146,6 +210,7 @@ def _read_checkpoint(path: Path) -> ModelFiles:
     ckpt = read_checkpoint(path)
     hparams: Mapping[str, Any] = ckpt["hyper_parameters"]
     config = {k: hparams.get(k) for k in _SPEC_KEYS if k in hparams}
+    resolve_saved(config, path)
     prefix = "tagger."
     state = {k[len(prefix) :]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
     return ModelFiles(config, dict(hparams["vocabs"]), state, path, _report_beside(path))
@@ -200,6 +265,89 @@ def _card(config: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def _old(dest: Path) -> Path:
+    return dest.with_name(f".{dest.name}.old")
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only portable way to read it; set back at once
+    os.umask(mask)
+    return mask
+
+
+def _follow_umask(root: Path) -> None:
+    """Give ``root`` and everything in it the modes ``open``/``mkdir`` would (mkdtemp gives 0o700)."""
+    mask = _umask()
+    for path in (root, *root.rglob("*")):
+        path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def _clean_stale(dest: Path) -> None:
+    """Remove ``.NAME.tmp-PID-*`` folders of ``dest`` whose saving process is dead."""
+    prefix = f".{dest.name}.tmp-"
+    for tmp in dest.parent.glob(f"{prefix}*"):
+        pid = tmp.name[len(prefix) :].partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+_SAVED_FILES = frozenset({CONFIG, VOCABS, WEIGHTS, CARD, BACKBONE})
+
+
+def _is_model_folder(dest: Path) -> bool:
+    """A folder a save wrote: its ``config.json`` has the format marker and nothing else is there."""
+    if not {p.name for p in dest.iterdir()} <= _SAVED_FILES:
+        return False
+    try:
+        config = json.loads((dest / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("format") == FORMAT
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    name = ctypes.util.find_library("c")
+    if os.uname().sysname != "Linux" or name is None:
+        return False
+    libc = ctypes.CDLL(name, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    done = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+    if not done and ctypes.get_errno() not in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: fall back
+        err = ctypes.get_errno()
+        raise OSError(err, f"cannot swap {a} and {b}: {os.strerror(err)}")
+    return bool(done)
+
+
+def _replace(tmp: Path, dest: Path) -> None:
+    """Put ``tmp`` at ``dest`` (an existing model folder), leaving a model at ``dest`` throughout."""
+    if _exchange(tmp, dest):
+        shutil.rmtree(tmp, ignore_errors=True)  # now holds the old model
+        return
+    old = _old(dest)
+    shutil.rmtree(old, ignore_errors=True)
+    dest.rename(old)
+    try:
+        tmp.rename(dest)
+    except BaseException:
+        old.rename(dest)  # put the old model back
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def save_folder(
     folder: str | Path,
     model: Tagger,
@@ -211,15 +359,29 @@ def save_folder(
     """Write ``model`` as a saved folder (see the module docstring); return its path.
 
     Raises:
-        FileExistsError: ``folder`` exists and is not empty, and ``overwrite`` is False.
+        FileExistsError: ``folder`` exists and is not empty, and ``overwrite`` is False, or it is
+            not a crfhead model folder (only those are ever replaced).
     """
     from safetensors.torch import save_model
 
     dest = Path(folder)
+    if dest.parent.is_dir():
+        _clean_stale(dest)
+        if not dest.exists() and _old(dest).is_dir():  # a crash between the two renames
+            _old(dest).rename(dest)
     if dest.exists() and not dest.is_dir():
         raise FileExistsError(f"{dest} exists and is not a folder")
-    if dest.is_dir() and any(dest.iterdir()) and not overwrite:
-        raise FileExistsError(f"{dest} exists and is not empty: pass overwrite=True to replace it")
+    if dest.is_dir() and any(dest.iterdir()):
+        if not overwrite:
+            raise FileExistsError(
+                f"{dest} exists and is not empty: pass overwrite=True to replace it"
+            )
+        if not _is_model_folder(dest):
+            raise FileExistsError(
+                f"{dest} is not a crfhead model folder (files other than a save writes, or no "
+                f"{CONFIG} with format {FORMAT!r}): overwrite=True replaces only a saved model; "
+                "choose another folder"
+            )
     specs = {k: config.get(k) for k in _SPEC_KEYS}
     encoder_spec = dict(specs.get("encoder") or {})
     encoder_args = dict(encoder_spec.get("init_args") or {})
@@ -237,7 +399,7 @@ def save_folder(
         "report": None if report is None else dict(report),
     }
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-{os.getpid()}-", dir=dest.parent))
     try:
         save_architecture = getattr(model.encoder, "save_architecture", None)
         if callable(save_architecture):  # a transformer: its config and tokenizer travel along
@@ -245,17 +407,17 @@ def save_folder(
             encoder: dict[str, Any] = dict(specs.get("encoder") or {})
             encoder["init_args"] = {**dict(encoder.get("init_args") or {}), "model": BACKBONE}
             full["encoder"] = encoder
+        save_model(model, str(tmp / WEIGHTS))
+        full["weights_sha256"] = _sha256(tmp / WEIGHTS)
         (tmp / CONFIG).write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
         (tmp / VOCABS).write_text(json.dumps(dict(vocabs)) + "\n", encoding="utf-8")
-        save_model(model, str(tmp / WEIGHTS))
         (tmp / CARD).write_text(_card(full, report), encoding="utf-8")
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            dest.rename(old)
-            tmp.rename(dest)
-            shutil.rmtree(old, ignore_errors=True)
+        _follow_umask(tmp)
+        if dest.is_dir() and any(dest.iterdir()):
+            _replace(tmp, dest)
         else:
+            if dest.is_dir():
+                dest.rmdir()  # empty: nothing to keep
             tmp.rename(dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

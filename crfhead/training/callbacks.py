@@ -82,6 +82,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
+            mask = os.umask(0)  # read the umask (set back at once): mkstemp's 0o600 would stay
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)  # the mode open() would give, as the file replaced had
             with os.fdopen(fd, "wb") as handle:
                 torch.save(checkpoint, handle)
                 handle.flush()
