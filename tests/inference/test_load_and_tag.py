@@ -129,9 +129,15 @@ def test_save_never_overwrites_unless_asked(checkpoint: Path, tmp_path: Path) ->
     with pytest.raises(FileExistsError, match="not empty"):
         tagger.save(dest)
     assert (dest / "notes.txt").read_text() == "mine"
-    tagger.save(dest, overwrite=True)
-    assert not (dest / "notes.txt").exists() and (dest / "config.json").is_file()
-    assert not list(tmp_path.glob(".taken*"))  # no temporary folder left behind
+    # overwrite=True replaces only a saved model, never a folder of the user's files.
+    with pytest.raises(FileExistsError, match="not a crfhead model folder"):
+        tagger.save(dest, overwrite=True)
+    assert (dest / "notes.txt").read_text() == "mine"
+    model = tmp_path / "model"
+    tagger.save(model)
+    tagger.save(model, overwrite=True)
+    assert (model / "config.json").is_file()
+    assert not list(tmp_path.glob(".taken*")) and not list(tmp_path.glob(".model*"))
 
 
 def test_what_is_not_a_model_gets_one_clear_error(checkpoint: Path, tmp_path: Path) -> None:
