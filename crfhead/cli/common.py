@@ -48,7 +48,9 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         dest="model",
         required=True,
         metavar="PATH",
-        help="a training checkpoint (.ckpt) or a folder written by TextTagger.save()",
+        help="a folder written by TextTagger.save() (loading it runs no code from it) or a "
+        "training checkpoint (.ckpt: a pickle, read with weights_only; one from an untrusted "
+        "source can run code if you set CRFHEAD_TRUST_CHECKPOINT=1)",
     )
     parser.add_argument("--device", default=None, help="e.g. cpu, cuda, cuda:1 (default: cpu)")
     parser.add_argument("--batch-size", type=positive, default=64, metavar="N")

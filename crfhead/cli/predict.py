@@ -73,7 +73,8 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "--separator",
         default=None,
         metavar="SEP",
-        help="CoNLL column separator (default: any whitespace; the added column copies a tab)",
+        help="CoNLL column separator (default: runs of spaces and tabs; the added column copies a "
+        "tab)",
     )
 
 
