@@ -227,6 +227,11 @@ def read_model(path: str | Path) -> ModelFiles:
     p = Path(path)
     if p.is_dir():
         return _read_folder(p)
+    if not p.exists() and _old(p).is_dir():
+        raise ValueError(
+            f"no model at {p}, but {_old(p)} holds the model an interrupted save replaced: rename "
+            f"it to {p.name} (the next save to {p} restores it)"
+        )
     if not p.exists():
         raise FileNotFoundError(f"no model at {p}: give a training checkpoint or a saved folder")
     return _read_checkpoint(p)
