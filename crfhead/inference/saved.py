@@ -160,7 +160,8 @@ def _check_config(folder: Path, config: dict[str, Any], vocabs: dict[str, Any]) 
     constrained = config.get("constrained", True)
     if constrained is not None and not isinstance(constrained, bool):
         raise ValueError(f"{file}: constrained must be true or false, got {constrained!r}")
-    labels = vocabs.get("labels") if isinstance(vocabs.get("labels"), dict) else {}
+    found = vocabs.get("labels")
+    labels: dict[str, Any] = found if isinstance(found, dict) else {}
     for key in ("labels", "scheme"):
         if key in config and key in labels and config[key] != labels[key]:
             raise ValueError(
