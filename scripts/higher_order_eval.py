@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from crfhead.data.datamodule import TaggingDataModule
@@ -52,6 +51,7 @@ from crfhead.higher_order.corpus_setup import (
 )
 from crfhead.higher_order.evaluation import dev_grid, evaluate_split, select_weight
 from crfhead.higher_order.two_stage_pipeline import TwoStage
+from crfhead.model.checkpoints import read_checkpoint
 from crfhead.training.module import TaggerModule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def _data(config: Path) -> tuple[TaggingDataModule, dict[str, Any]]:
 
 def _checkpoint_epochs(path: Path) -> int:
     """How many epochs the checkpoint's weights were trained (its ``epoch`` + 1)."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = read_checkpoint(path)
     return int(state.get("epoch", 0)) + 1
 
 

@@ -29,7 +29,11 @@ to a class *defined* in crfhead (``cls.__module__`` under ``crfhead.``, so a std
 by a crfhead module is refused) reached by importing a module under ``crfhead.`` only. No other name
 is ever imported while loading, so a module shipped in the model folder, or on ``sys.path``, never
 runs. A saved model with a class of the user's loads once the user's code calls
-``crfhead.register_component(MyEnc)`` before loading it.
+``crfhead.register_component(MyEnc)`` before loading it, or, for processes the user's code does not
+start (``crfhead predict``, the lab), once the user's installed package declares the class in the
+:data:`ENTRY_POINTS` group (``[project.entry-points."crfhead.components"]`` with
+``MyEnc = "mypkg.encoders:MyEnc"``): an entry point is matched by its value's ``module.QualName``
+without loading any other, and loaded only when a saved model names it.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ __all__ = [
     "DATA_OWNED",
     "DEFAULT_ENCODER",
     "DEFAULT_HEAD",
+    "ENTRY_POINTS",
     "JSON",
     "Spec",
     "build_decoder",
@@ -86,6 +91,9 @@ DATA_OWNED = frozenset(
 DEFAULT_HEAD: dict[str, Any] = {"class_path": "crfhead.heads.CRF"}
 DEFAULT_ENCODER: dict[str, Any] = {"class_path": "crfhead.encoders.IndicatorEncoder"}
 
+
+ENTRY_POINTS = "crfhead.components"
+"""The entry-point group whose classes saved models may name (an installed package's own opt-in)."""
 
 _REGISTERED: dict[str, type] = {}
 _STRICT: contextvars.ContextVar[str | None] = contextvars.ContextVar("crfhead_strict", default=None)
@@ -125,12 +133,36 @@ def _refuse(class_path: str, what: str, source: str, why: str) -> ValueError:
     return ValueError(
         f"{source}: {what} class_path {class_path!r} refused ({why}): loading a saved model imports "
         "only crfhead's own classes; if you trust this class, import it and call "
-        f"crfhead.register_component(<class>) before loading"
+        "crfhead.register_component(<class>) before loading, or declare it in your package's "
+        f"{ENTRY_POINTS!r} entry points"
     )
+
+
+def _entry_point_class(class_path: str, what: str, source: str) -> type | None:
+    """The class an installed package declares under :data:`ENTRY_POINTS` as ``class_path``."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        module, _, attr = ep.value.partition(":")
+        if f"{module.strip()}.{attr.strip()}" != class_path:
+            continue
+        try:
+            cls = ep.load()
+        except Exception as err:  # the package's own import failed: name it, not a traceback
+            raise ValueError(
+                f"{source}: {what} class_path {class_path!r}: entry point {ep.name!r} of group "
+                f"{ENTRY_POINTS!r} cannot be loaded: {type(err).__name__}: {err}"
+            ) from None
+        if not isinstance(cls, type):
+            raise _refuse(class_path, what, source, f"entry point {ep.name!r} is not a class")
+        return cls
+    return None
 
 
 def _resolve_strict(class_path: str, what: str, base: type, source: str) -> type:
     cls = _REGISTERED.get(class_path)
+    if cls is None and not class_path.startswith("crfhead."):
+        cls = _entry_point_class(class_path, what, source)
     if cls is None:
         module_name, _, name = class_path.rpartition(".")
         if not module_name.startswith("crfhead.") and module_name != "crfhead":

@@ -285,3 +285,51 @@ def test_a_version_1_folder_without_checksum_still_loads(folder: Path) -> None:
     config["format_version"] = 1
     (folder / "config.json").write_text(json.dumps(config))
     crfhead.load(folder)
+
+
+def _site_with_package(root: Path, *, declare: bool) -> Path:
+    """A folder for ``sys.path`` holding ``mypkg`` (its import writes a marker), installed as a
+    distribution that declares ``mypkg.heads:MyCRF`` as a crfhead component when ``declare``."""
+    site = root / "site"
+    (site / "mypkg").mkdir(parents=True)
+    (site / "mypkg" / "__init__.py").write_text("")
+    (site / "mypkg" / "heads.py").write_text(
+        "from pathlib import Path\n"
+        f"Path({str(root / 'imported')!r}).write_text('yes')\n"
+        "from crfhead.heads.crf import CRF\n"
+        "class MyCRF(CRF):\n    pass\n"
+    )
+    info = site / "mypkg-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mypkg\nVersion: 0.1\n")
+    if declare:
+        (info / "entry_points.txt").write_text(
+            f"[{build.ENTRY_POINTS}]\nMyCRF = mypkg.heads:MyCRF\n"
+        )
+    return site
+
+
+@pytest.mark.parametrize("declare", [True, False])
+def test_an_installed_package_opts_a_class_in_by_entry_point(
+    folder: Path, tmp_path: Path, declare: bool
+) -> None:
+    site = _site_with_package(tmp_path, declare=declare)
+    _edit(folder, head={"class_path": "mypkg.heads.MyCRF"})
+    root = Path(__file__).resolve().parents[2]
+    code = f"import crfhead; print(type(crfhead.load({str(folder)!r}).model.head).__name__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{site}"},
+        check=False,
+    )
+    if declare:
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "MyCRF"
+    else:
+        assert done.returncode != 0
+        assert "'mypkg.heads.MyCRF' refused" in done.stderr
+        assert "entry points" in done.stderr
+        assert not (tmp_path / "imported").exists()
