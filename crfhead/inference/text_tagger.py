@@ -464,6 +464,11 @@ def load(path: str | Path, *, device: str | torch.device | None = None) -> TextT
     """Load a trained model: a ``train.py`` checkpoint (``.ckpt``) or a folder written by :meth:`TextTagger.save`.
 
     A folder needs no Lightning (a checkpoint is a Lightning file, so reading one imports it).
+    Loading runs no code from the model: class paths resolve only to crfhead's own classes, to
+    classes given to :func:`crfhead.register_component` or declared in an installed package's
+    ``crfhead.components`` entry points; a checkpoint is read with ``weights_only=True``, and one
+    holding other objects loads only through ``read_checkpoint(path, trust=True)`` or
+    ``CRFHEAD_TRUST_CHECKPOINT=1`` (a pickle: it can then run code).
 
     Raises:
         FileNotFoundError: nothing at ``path``.
