@@ -395,16 +395,17 @@ def main(args: list[str] | None = None, prog: str = "train.py") -> TaggerCLI:
 def script(args: list[str] | None = None, prog: str = "train.py") -> int:
     """``train.py`` run as a script: :func:`main`, a :class:`ConfigError` reported in one line.
 
-    Only configuration errors are shortened (status 2, as ``crfhead train`` reports them); any
-    other exception keeps its traceback, and ``--verbose`` shows the traceback of those too.
+    Only configuration errors and missing files (a data split, a ``--ckpt_path``: the message names
+    the path) are shortened (status 2, as ``crfhead train`` reports them); any other exception keeps
+    its traceback, and ``--verbose`` shows the traceback of those too.
 
     Returns:
-        0, or 2 for a configuration error.
+        0, or 2 for a configuration error or a missing file.
     """
     argv = list(sys.argv[1:] if args is None else args)
     try:
         main(argv, prog=prog)
-    except ConfigError as error:
+    except (ConfigError, FileNotFoundError) as error:
         if "--verbose" in argv:
             raise
         print(f"{prog}: error: {error}", file=sys.stderr)

@@ -145,3 +145,22 @@ def test_train_py_names_itself_in_a_key_typo(capsys: pytest.CaptureFixture[str])
     err = capsys.readouterr().err
     assert err.startswith("train.py: error: unrecognized arguments: --model.lrr=3")
     assert "usage" not in err and " fit" not in err and len(err.splitlines()) == 2
+
+
+def test_script_reports_a_missing_data_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope" / "train.txt"
+    corpus = [
+        "--data.corpus=crfhead.data.corpora.CoNLLCorpus",
+        *(f"--data.corpus.init_args.{split}={missing}" for split in ("train", "dev", "test")),
+    ]
+    args = [
+        "--config",
+        "crfhead:finance/indicator_crf.yaml",
+        "--trainer.fast_dev_run=true",
+        *corpus,
+    ]
+    assert script(args) == 2
+    line = _one_error_line(capsys.readouterr().err, "train.py: error:")
+    assert "nope/train.txt" in line
