@@ -1,15 +1,28 @@
-"""A trained model's decoder as a ``torch.export`` program or ONNX: emissions and mask to paths.
+"""A trained model as a ``torch.export`` program (``.pt2``) or ONNX, and :func:`load_exported` to run one.
 
-The exported module maps emissions ``(B, T, K)`` float32 and a mask ``(B, T)`` bool to the head's
-decoded paths ``(B, T)`` int64, ``-1`` where masked: the part of a tagger that is not an ordinary
-network, so what a serving stack needs from crfhead. The batch size is dynamic. A torch program
-whose decoder traces to the CPU kernel's custom ops serves every length ``T`` (``dynamic_length``
-in its metadata); otherwise (ONNX, which has no such ops, and decoders that loop over time in
-Python) ``T`` is the example's length, and shorter sequences are padded with mask ``False``.
+:func:`export_model` writes the whole model, encoder and head (:class:`~crfhead.inference.
+export_graph.ModelProgram`): the tensors of the model's own batch in (those of ``word``, ``chars``,
+``features`` it reads, then the ``mask``; names, dtypes and shapes in the metadata), out the decoded
+tags ``(B, T)`` int64 (``-1`` where masked) and, for a probability head, the node marginals
+``(B, T, K)``, ``log Z`` ``(B,)`` and the chain potentials, from which the span probabilities of
+the entities are computed exactly. Batch size and length are dynamic in both formats (``.pt2``: the
+engine's custom ops; ONNX: ``Scan`` loops), up to ``max_length`` if one is given. The vocabularies,
+tokenizer and labels travel inside (a torch program's extra files ``crfhead.json`` and
+``vocabs.json``, an ONNX model's metadata properties ``crfhead`` and ``crfhead.vocabs``), so
+:func:`load_exported` returns an :class:`~crfhead.inference.exported.ExportedTagger` whose
+``tag(texts)`` gives the eager :meth:`~crfhead.inference.TextTagger.tag`'s entities and
+probabilities, in a fresh process, with no checkpoint.
 
-The labels travel inside, with the scheme, the head, the decoder and the input shapes: a torch
-program's extra file ``labels.json``, an ONNX model's metadata property ``crfhead``. A model's group
-decoder (higher-order) is not exported: the program decodes each sentence alone.
+:func:`export_decoder` writes the head's decoder alone: emissions ``(B, T, K)`` float32 and a mask
+``(B, T)`` bool to the decoded paths. The batch size is dynamic. A torch program whose decoder
+traces to the CPU kernel's custom ops serves every length ``T`` (``dynamic_length`` in its
+metadata); otherwise (ONNX, and decoders that loop over time in Python) ``T`` is the example's
+length, and shorter sequences are padded with mask ``False``. Its labels travel in the extra file
+``labels.json`` / the ONNX property ``crfhead``.
+
+A ``.pt2`` holding crfhead's custom ops loads only where they are registered: :func:`register_ops`
+(which :func:`load_exported` calls) imports the modules that define them. A model's group decoder
+(higher-order) is not exported: the program decodes each sentence alone.
 """
 
 from __future__ import annotations
@@ -27,10 +40,31 @@ from torch import Tensor, nn
 from crfhead.heads.base import ChainHead
 from crfhead.inference.text_tagger import TextTagger
 
-__all__ = ["EXPORT_FORMATS", "HeadDecoder", "export_decoder", "export_format", "require_onnx"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "EXPORT_VERSION",
+    "HeadDecoder",
+    "export_decoder",
+    "export_format",
+    "export_model",
+    "load_exported",
+    "register_ops",
+    "require_onnx",
+]
 
 EXPORT_FORMATS = ("torch", "onnx")
-"""The formats :func:`export_decoder` writes."""
+"""The formats :func:`export_model` and :func:`export_decoder` write."""
+
+EXPORT_VERSION = 1
+"""The layout of :func:`export_model`'s metadata (``format_version``)."""
+
+_INPUT_SHAPES = {
+    "words": ["B", "T"],
+    "chars": ["B", "T", "C"],
+    "features": ["B", "T", "F"],
+    "mask": ["B", "T"],
+}
+"""Each program input's shape (``C`` characters per word, ``F`` features per token)."""
 
 
 class HeadDecoder(nn.Module):
@@ -171,13 +205,15 @@ def _export_torch(
 
 def _export_onnx(
     module: nn.Module,
-    example: tuple[Tensor, Tensor],
+    example: tuple[Tensor, ...],
     dynamic: dict[str, dict[int, Any]],
     out: Path,
     meta: dict[str, Any],
     verbose: bool,
+    names: tuple[list[str], list[str]] = (["emissions", "mask"], ["paths"]),
+    vocabs: dict[str, Any] | None = None,
 ) -> None:
-    """An ONNX model (the dynamo exporter), quiet unless ``verbose``."""
+    """An ONNX model (the dynamo exporter), quiet unless ``verbose``; ``names``: inputs, outputs."""
     quiet = None if verbose else logging.getLogger("torch.onnx")
     level = quiet.level if quiet is not None else 0
     if quiet is not None:
@@ -191,8 +227,8 @@ def _export_onnx(
                 example,
                 dynamo=True,
                 dynamic_shapes=dynamic,
-                input_names=["emissions", "mask"],
-                output_names=["paths"],
+                input_names=names[0],
+                output_names=names[1],
                 verbose=False,
             )
     finally:
@@ -201,4 +237,176 @@ def _export_onnx(
     if onnx_program is None:
         raise RuntimeError("torch.onnx.export returned no program")
     onnx_program.model.metadata_props["crfhead"] = json.dumps(meta)
+    if vocabs is not None:
+        onnx_program.model.metadata_props["crfhead.vocabs"] = json.dumps(vocabs)
     onnx_program.save(str(out))
+
+
+def register_ops() -> None:
+    """Register crfhead's custom ops (``torch.ops.crfhead.*``), which a ``.pt2`` program may call.
+
+    Importing their modules registers them: the CPU kernel's (``viterbi``, ``marginals``,
+    ``forward_backward``, ``nll``) and the run-time check of the potentials
+    (``refuse_non_finite``). The kernel itself is compiled on its first call if not cached.
+    """
+    import crfhead.engine.backends.cpu.custom_ops  # noqa: F401
+    import crfhead.engine.potentials  # noqa: F401
+
+
+def _example(model: Any, names: list[str], B: int, T: int) -> tuple[Tensor, ...]:
+    """Example inputs ``names`` of ``B`` rows of length ``T`` (ids 1, every position unmasked)."""
+    widths = {"chars": 3, "features": 2}
+    tensors = []
+    for name in names:
+        if name == "mask":
+            tensors.append(torch.ones(B, T, dtype=torch.bool))
+        else:
+            shape = (B, T) if name == "words" else (B, T, widths[name])
+            tensors.append(torch.ones(shape, dtype=torch.long))
+    return tuple(tensors)
+
+
+def export_model(
+    tagger: TextTagger,
+    path: str | Path,
+    *,
+    fmt: str | None = None,
+    max_length: int | None = None,
+    verbose: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Write ``tagger``'s whole model, encoder and head, to ``path`` (see the module docstring).
+
+    Args:
+        tagger: the model (exported from the CPU).
+        path: the output file (its folder is created).
+        fmt: ``"torch"`` or ``"onnx"`` (default: :func:`export_format` of ``path``).
+        max_length: the longest sentence the program is for (recorded in the metadata and
+            enforced by :func:`load_exported`'s runner); ``None``: any length.
+        verbose: keep the exporters' own warnings and logs.
+        log: receives one-line progress messages.
+
+    Returns:
+        The metadata written inside (without the vocabularies): ``format_version``, ``kind``
+        (``"model"``), labels, scheme, head, decoder, ``calibrated``, encoder, ``inputs`` and
+        ``outputs`` (each ``{"name", "dtype", "shape"}``), ``dynamic_length``, ``max_length``.
+
+    Raises:
+        ImportError: ONNX asked for without onnx and onnxscript installed.
+        IsADirectoryError: ``path`` is a folder.
+        ValueError: an encoder that cannot be exported (one that tokenises in its forward, as the
+            transformer), or ``max_length`` < 2.
+    """
+    from crfhead.inference.export_graph import ModelProgram
+
+    say = log or (lambda _message: None)
+    out = Path(path)
+    fmt = export_format(out, fmt)
+    if fmt == "onnx":
+        require_onnx()
+    if out.is_dir():
+        raise IsADirectoryError(f"output is a folder, not a file: {out}")
+    if max_length is not None and max_length < 2:
+        raise ValueError(f"max_length must be >= 2 or None, got {max_length}")
+    tagger.to("cpu")
+    model = tagger.model.eval()
+    program = ModelProgram(model, "engine" if fmt == "torch" else "scan").eval()
+    names = program.inputs
+    labels = list(tagger.labels)
+    K = len(labels)
+    # Sizes above 1 in the example, so that no dimension is specialised to it.
+    example = _example(model, names, 2, min(3, max_length) if max_length else 3)
+    with torch.no_grad():
+        per_edge = program.calibrated and program(*example)[4].dim() == 4
+    out_shapes = {
+        "tags": (["B", "T"], "int64"),
+        "marginals": (["B", "T", "K"], "float32"),
+        "log_z": (["B"], "float32"),
+        "emissions": (["B", "T", "K"], "float32"),
+        "transitions": (["B", "T-1", "K", "K"] if per_edge else ["K", "K"], "float32"),
+        "start": (["K"], "float32"),
+        "end": (["K"], "float32"),
+    }
+    meta: dict[str, Any] = {
+        "format_version": EXPORT_VERSION,
+        "kind": "model",
+        "format": fmt,
+        "labels": labels,
+        "scheme": tagger.scheme,
+        "num_tags": K,
+        "head": type(model.head).__name__,
+        "decoder": getattr(model.head, "decoder", "viterbi"),
+        "calibrated": bool(model.head.calibrated),
+        "encoder": type(model.encoder).__name__,
+        "inputs": [
+            {
+                "name": name,
+                "dtype": "bool" if name == "mask" else "int64",
+                "shape": _INPUT_SHAPES[name],
+            }
+            for name in names
+        ],
+        "outputs": [
+            {"name": name, "dtype": out_shapes[name][1], "shape": out_shapes[name][0]}
+            for name in program.outputs
+        ],
+        "dynamic_length": True,
+        "max_length": max_length,
+    }
+    say(
+        f"exporting {meta['encoder']} + {meta['head']} ({meta['decoder']}, K = {K}) as {fmt}: "
+        f"inputs {names}, outputs {program.outputs}"
+    )
+    if model.decoder is not None:
+        say(
+            f"note: the model's group decoder ({type(model.decoder).__name__}) is not exported; "
+            "the program decodes each sentence alone"
+        )
+    batch = torch.export.Dim("batch", min=1)
+    length = torch.export.Dim("length", min=1, max=max_length)
+    dims = {
+        "words": {0: batch, 1: length},
+        "chars": {0: batch, 1: length, 2: torch.export.Dim("chars", min=1)},
+        "features": {0: batch, 1: length, 2: torch.export.Dim("features", min=1)},
+        "mask": {0: batch, 1: length},
+    }
+    vocabs = tagger.vocabs
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        if fmt == "torch":
+            shapes = {"tensors": tuple(dims[name] for name in names)}
+            exported = torch.export.export(program, example, dynamic_shapes=shapes)
+            extra = {"crfhead.json": json.dumps(meta), "vocabs.json": json.dumps(vocabs)}
+            torch.export.save(exported, out, extra_files=extra)
+        else:
+            dynamic = {"tensors": tuple(dims[name] for name in names)}
+            _export_onnx(
+                program,
+                example,
+                dynamic,
+                out,
+                meta,
+                verbose,
+                (names, program.outputs),
+                vocabs,
+            )
+    return meta
+
+
+def load_exported(path: str | Path) -> Any:
+    """Load what :func:`export_model` (or :func:`export_decoder`) wrote, ready to run, in any process.
+
+    Registers crfhead's custom ops first (:func:`register_ops`); a ``.onnx`` file runs in
+    onnxruntime. ``crfhead.load_exported(path).tag(texts)`` tags raw text as the eager model does.
+
+    Returns:
+        An :class:`~crfhead.inference.exported.ExportedTagger`.
+
+    Raises:
+        FileNotFoundError: nothing at ``path``.
+        ValueError: a file that is not a crfhead export (named).
+        ImportError: an ONNX file without onnxruntime installed.
+    """
+    from crfhead.inference.exported import read_exported
+
+    return read_exported(path)
