@@ -15,7 +15,8 @@ tagger decodes independently, batched with the chains of other texts:
   their start offsets.
 * :func:`windows` cuts a chain longer than ``max_length`` into evenly spaced windows of
   ``max_length`` tokens overlapping by at least ``overlap``; :func:`seam_cuts` and
-  :func:`merge_windows` put the windows' decodings back together.
+  :func:`merge_windows` put the windows' decodings back together;
+* :func:`merge_kbest` gives the ``k`` best labellings of a text from those of its chains.
 
 **The merging rule.** Each token is taken from the window in which it is most central, except that
 a seam never cuts an entity: between windows ``w`` and ``w + 1`` the cut (the first token taken
@@ -43,6 +44,7 @@ from crfhead.schemes import Span, repair_tags, tags_to_spans
 __all__ = [
     "ABBREVIATIONS",
     "Merged",
+    "merge_kbest",
     "merge_windows",
     "seam_cuts",
     "sentence_ranges",
@@ -252,7 +254,7 @@ def merge_windows(
     tags: Sequence[Sequence[str]],
     spans: Sequence[Sequence[Span]],
     probabilities: Sequence[Sequence[float]] | None,
-    scheme: str,
+    scheme: str | None,
     *,
     marginals: Sequence[Sequence[Sequence[float]]] | None = None,
     repair: bool = True,
@@ -264,7 +266,7 @@ def merge_windows(
         tags: each window's tags.
         spans: each window's entities, window-local inclusive token indices.
         probabilities: each window's entities' span probabilities (``None``: none).
-        scheme: the tagging scheme of the tags.
+        scheme: the tagging scheme of the tags (``None``: labels without one, hence no entities).
         marginals: each window's node marginals (``len(wins[i]) x K``), to merge the same way.
         repair: repair the tags to ``scheme`` where a seam could not be cut cleanly (for a
             constrained head; an unconstrained one's paths are left as decoded).
@@ -278,6 +280,8 @@ def merge_windows(
         merged.extend(tags[i][a:b])
         if gamma is not None and marginals is not None:
             gamma.extend(list(row) for row in marginals[i][a:b])
+    if scheme is None:
+        return Merged(merged, [], [], gamma, clean)
     if not clean and repair:
         merged = repair_tags(merged, scheme)[0]
     out_spans = tags_to_spans(merged, scheme)
@@ -290,3 +294,39 @@ def merge_windows(
                 found[g] = None if probabilities is None else float(probabilities[i][j])
     probs = [found.get(s) for s in out_spans]
     return Merged(merged, out_spans, probs, gamma, clean)
+
+
+def merge_kbest(
+    lists: Sequence[Sequence[tuple[float, Sequence[int]]]], k: int
+) -> list[tuple[float, list[int]]]:
+    """The ``k`` best labellings of independent chains side by side, from each chain's ``k`` best.
+
+    A labelling of the whole is one labelling per chain, its log-probability the sum of theirs, so
+    the ``k`` best of the whole are among the ``k x k`` sums of the ``k`` best of the first chains
+    and of the next one: merging pairwise, keeping ``k`` each time, is exact.
+
+    Args:
+        lists: per chain, its best labellings as ``(log-probability, tag ids)``, best first.
+        k: how many to keep.
+
+    Returns:
+        Up to ``k`` ``(log-probability, tag ids of all chains concatenated)``, best first (ties in
+        the order of the chains' own lists); ``[(0.0, [])]`` for no chain.
+    """
+    best: list[tuple[float, tuple[int, ...]]] = [(0.0, ())]
+    for chain in lists:
+        sums = [
+            (lp + lq, (*picks, j))
+            for lp, picks in best
+            for j, (lq, _) in enumerate(chain[:k])
+            if lq != float("-inf")
+        ]
+        sums.sort(key=lambda s: (-s[0], s[1]))
+        best = sums[:k]
+    out: list[tuple[float, list[int]]] = []
+    for lp, picks in best:
+        path: list[int] = []
+        for chain, j in zip(lists, picks, strict=True):
+            path.extend(chain[j][1])
+        out.append((lp, path))
+    return out

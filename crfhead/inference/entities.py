@@ -67,6 +67,13 @@ class Tagged:
         certified: for a text decoded jointly with its group by a higher-order model, whether the
             group's labelling was proven optimal (the decoder's dual bound met it); ``None`` for a
             text decoded alone.
+        marginals: with ``annotate(..., marginals=True)``, the ``n x K`` node marginals
+            ``p(z_t = k | x)`` of its ``n`` tokens, each from the chain (sentence or window) that
+            decoded the token; ``None`` otherwise.
+        best: with ``annotate(..., k=k)``, the ``k`` most probable labellings of the whole text,
+            best first, as ``(probability, tags)``; a text of several chains (sentences) has the
+            products of its chains' labellings, merged exactly. Fewer than ``k`` where fewer exist;
+            ``None`` when not asked.
     """
 
     text: str
@@ -74,11 +81,14 @@ class Tagged:
     tags: list[str]
     entities: list[Entity]
     certified: bool | None = None
+    marginals: list[list[float]] | None = None
+    best: list[tuple[float, list[str]]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """``{"text", "tokens", "tags", "entities"}`` (token texts, entity dicts), JSON-able.
 
-        A text decoded with its group also has ``"certified"``.
+        A text decoded with its group also has ``"certified"``; ``"marginals"`` and ``"best"``
+        (as ``{"probability", "tags"}``) are there when asked for.
         """
         out: dict[str, Any] = {
             "text": self.text,
@@ -88,6 +98,10 @@ class Tagged:
         }
         if self.certified is not None:
             out["certified"] = self.certified
+        if self.marginals is not None:
+            out["marginals"] = self.marginals
+        if self.best is not None:
+            out["best"] = [{"probability": p, "tags": tags} for p, tags in self.best]
         return out
 
 
@@ -113,12 +127,16 @@ def entities_of(
     text: str,
     tokens: Sequence[Token],
     spans: Sequence[Span],
-    probabilities: Sequence[float] | None,
+    probabilities: Sequence[float | None] | None,
 ) -> list[Entity]:
-    """The entities of ``spans`` (inclusive token indices) located in ``text`` by the tokens' offsets."""
+    """The entities of ``spans`` (inclusive token indices) located in ``text`` by the tokens' offsets.
+
+    ``probabilities`` gives each span's probability (``None`` for all, or for one that has none).
+    """
     out = []
     for i, span in enumerate(spans):
         start, end = tokens[span.start].start, tokens[span.end].end
-        p = None if probabilities is None else round(float(probabilities[i]), 6)
+        q = None if probabilities is None else probabilities[i]
+        p = None if q is None else round(float(q), 6)
         out.append(Entity(span.label, start, end, text[start:end], p, span.start, span.end + 1))
     return out

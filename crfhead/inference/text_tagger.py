@@ -14,15 +14,27 @@ which texts form a group (``group=``: all of them, their documents, a
 :class:`~crfhead.data.grouping.Grouping` such as the tweet clusters it was trained with, or explicit
 index lists); each jointly decoded text then says whether its group's labelling was certified.
 
-Each batch runs the encoder once and builds the head's chain potentials once; the decoded path, the
-span probabilities and (:meth:`TextTagger.trellis`) the node marginals and the ``k`` best paths are
-all read from those potentials.
+A raw text is tokenised once (offsets always into the original text) and cut into chains: its
+sentences by default (``split="sentences"``, :func:`~crfhead.inference.documents.sentence_ranges`),
+each chain longer than ``max_length`` tokens into overlapping windows merged back so that entities
+are never cut and the tags stay a valid path (:mod:`~crfhead.inference.documents`). The chains of
+many texts share a batch; any iterable of texts is read lazily, a batch at a time
+(:meth:`TextTagger.iter_annotate`), so a stream of any length is tagged in constant memory.
+
+Each batch runs the encoder once (in ``dtype=``, under autocast, for bf16/fp16) and builds the
+head's chain potentials once; the decoded path, the span probabilities, the node marginals and the
+``k`` best paths (``annotate(..., marginals=True, k=k)``, :meth:`TextTagger.trellis`) are all read
+from those potentials, whose recursions run in float32.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, overload
 
@@ -35,13 +47,21 @@ from crfhead.data.sentence import Sentence
 from crfhead.data.tokenize import Token, Tokenizer, tokenizer_from_dict
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.evaluation.spans import span_probabilities_from
+from crfhead.inference.documents import (
+    Merged,
+    merge_kbest,
+    merge_windows,
+    sentence_ranges,
+    token_ranges,
+    windows,
+)
 from crfhead.inference.entities import Entity, Tagged, Trellis, entities_of
 from crfhead.inference.saved import ModelFiles, read_model, save_folder
 from crfhead.model.build import build_grouping
 from crfhead.model.tagger import Tagger
 from crfhead.schemes import Span, entity_types, tags_to_spans
 
-__all__ = ["GROUP_MODES", "PROGRESS_FROM", "GroupBy", "TextTagger", "load"]
+__all__ = ["GROUP_MODES", "PROGRESS_FROM", "SPLITS", "GroupBy", "TextTagger", "load"]
 
 GROUP_MODES = ("none", "all", "document", "auto")
 """``group=`` by name: each text alone, all texts one group, one group per ``doc_id``, the grouping
@@ -54,18 +74,122 @@ GroupBy: TypeAlias = bool | str | Grouping | Sequence[Sequence[int]]
 PROGRESS_FROM = 1000
 """With ``progress=None``, a progress bar is shown when tagging at least this many texts."""
 
+SPLITS = ("sentences", "none")
+"""``split=``: each sentence of a raw text its own chain, or the whole text one chain."""
 
-def _joined(tokens: Sequence[str]) -> tuple[str, list[Token]]:
-    """Pre-tokenised input as a text: the tokens joined by single spaces, with their offsets."""
+
+@dataclass(frozen=True)
+class _Plan:
+    """How texts are cut into chains and what is read from them (``annotate``'s options)."""
+
+    split: str
+    max_length: int
+    overlap: int
+    marginals: bool
+    k: int | None
+
+
+@dataclass(frozen=True)
+class _Doc:
+    """One item tokenised and cut: its chains (token ranges), each as its windows (token ranges)."""
+
+    index: int
+    text: str
+    tokens: list[Token]
+    chains: list[range]
+    windows: list[list[range]]
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    """One chain decoded: tags, chain-local entities and what was asked of it."""
+
+    tags: list[str]
+    spans: list[Span]
+    probabilities: list[float] | None
+    marginals: list[list[float]] | None
+    best: list[tuple[float, list[int]]] | None
+    certified: bool | None
+
+
+def _kind(item: object) -> str:
+    """``None``, ``a bytes``, ``an int``: an object's type for an error message."""
+    if item is None:
+        return "None"
+    name = type(item).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _refuse_not_iterable(items: object) -> None:
+    """Refuse ``None``, bytes and what cannot be iterated as a collection of texts.
+
+    Raises:
+        ValueError: naming what was given.
+    """
+    if items is None or isinstance(items, bytes | bytearray) or not isinstance(items, Iterable):
+        raise ValueError(
+            f"texts is {_kind(items)}: give a str, or an iterable of str (a list, a generator, "
+            "a file's lines)"
+        )
+
+
+def _only_text(texts: Iterable[object]) -> Iterator[str]:
+    """``texts`` checked lazily to be str each (:meth:`TextTagger.tag` takes raw text only).
+
+    Raises:
+        ValueError: naming the first item that is not a str, by index and type.
+    """
+    _refuse_not_iterable(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            hint = "; use annotate() for token lists" if isinstance(t, list | tuple) else ""
+            raise ValueError(f"texts[{i}] is {_kind(t)}: tag() takes str{hint}")
+        yield t
+
+
+def _check_dtype(dtype: torch.dtype | None, device: torch.device) -> torch.dtype:
+    """``dtype`` as the encoder runs in it on ``device`` (``None``: float32).
+
+    Raises:
+        ValueError: not a floating dtype, or float16 on a CPU whose torch cannot compute in it.
+    """
+    if dtype is None:
+        return torch.float32
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(
+            f"dtype must be a floating torch.dtype (torch.bfloat16, torch.float16, torch.float32), "
+            f"got {dtype!r}"
+        )
+    if dtype == torch.float16 and device.type == "cpu":
+        try:
+            x = torch.ones(2, 2, dtype=torch.float16)
+            with torch.autocast("cpu", dtype=torch.float16):
+                torch.nn.functional.linear(x, x)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(
+                f"dtype=torch.float16 on this CPU: torch cannot compute in it here ({err}); "
+                "use torch.bfloat16, or a GPU"
+            ) from None
+    return dtype
+
+
+def _joined(tokens: Sequence[object], index: int = 0) -> tuple[str, list[Token]]:
+    """Pre-tokenised input as a text: the tokens joined by single spaces, with their offsets.
+
+    Raises:
+        ValueError: a token that is not a str (naming the text's index and the token's type).
+    """
     out, pos = [], 0
-    for w in tokens:
+    words: list[str] = []
+    for j, w in enumerate(tokens):
         if not isinstance(w, str):
             raise ValueError(
-                f"a pre-tokenised text must be a list of str, got a {type(w).__name__}"
+                f"texts[{index}][{j}] is {_kind(w)}: a pre-tokenised text must be a list of str"
             )
+        words.append(w)
         out.append(Token(w, pos, pos + len(w)))
         pos += len(w) + 1
-    return " ".join(tokens), out
+    return " ".join(words), out
 
 
 class TextTagger:
@@ -76,6 +200,10 @@ class TextTagger:
         vocabs: its serialised vocabularies.
         config: its encoder / head / decoder specs (as saved).
         device: where to run (default: the CPU).
+        report: its test report, if saved with it.
+        dtype: the dtype the encoder computes in (``torch.bfloat16``, ``torch.float16``; default
+            float32): its weights are cast and it runs under autocast; the head and the chain
+            recursions stay float32.
 
     Attributes:
         model: the :class:`~crfhead.model.tagger.Tagger`, in eval mode.
@@ -83,6 +211,11 @@ class TextTagger:
         tokenizer: the model's tokenizer, or ``None`` when its checkpoint predates tokenizers being
             saved (then raw text is refused; pre-tokenised input works).
         grouping: the grouping the model was trained with (``group="auto"``), ``None`` if none.
+        dtype: the encoder's dtype.
+
+    Raises:
+        ValueError: a device the machine lacks; a dtype that is not floating, or float16 on a CPU
+            that cannot compute in it.
     """
 
     def __init__(
@@ -92,6 +225,7 @@ class TextTagger:
         config: dict[str, Any],
         device: str | torch.device | None = None,
         report: dict[str, Any] | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         self.model = model.eval()
         self.vocabs = vocabs
@@ -102,7 +236,11 @@ class TextTagger:
         self._collate = collator_for(vocabs, model.needs)
         self.grouping: Grouping | None = build_grouping(config.get("grouping"))
         self.device = torch.device("cpu")
+        self.dtype = torch.float32
         self.to(device or "cpu")
+        self.dtype = _check_dtype(dtype, self.device)
+        if self.dtype != torch.float32:
+            self.model.encoder.to(self.dtype)
 
     @property
     def labels(self) -> list[str]:
@@ -140,74 +278,395 @@ class TextTagger:
 
     # ------------------------------------------------------------------------------ tagging
     @overload
-    def tag(  # type: ignore[overload-overlap]  # a str is a Sequence[str]: this one comes first
+    def tag(  # type: ignore[overload-overlap]  # a str is an Iterable[str]: this one comes first
         self,
         texts: str,
         *,
         batch_size: int = ...,
         progress: bool | None = ...,
         group: GroupBy = ...,
+        split: str | None = ...,
+        max_length: int = ...,
+        overlap: int | None = ...,
     ) -> list[Entity]: ...
 
     @overload
     def tag(
         self,
-        texts: Sequence[str],
+        texts: Iterable[str],
         *,
         batch_size: int = ...,
         progress: bool | None = ...,
         group: GroupBy = ...,
+        split: str | None = ...,
+        max_length: int = ...,
+        overlap: int | None = ...,
     ) -> list[list[Entity]]: ...
 
     def tag(
         self,
-        texts: str | Sequence[str],
+        texts: str | Iterable[str],
         *,
         batch_size: int = 64,
         progress: bool | None = None,
         group: GroupBy = False,
+        split: str | None = None,
+        max_length: int = 512,
+        overlap: int | None = None,
     ) -> list[Entity] | list[list[Entity]]:
-        """The entities of a raw text, or of each of a list of texts (one list per text).
+        """The entities of a raw text, or of each of an iterable of texts (one list per text).
 
         Args:
-            texts: a raw text, or a list of them.
-            batch_size: texts per batch (texts decoded alone).
+            texts: a raw text, or any iterable of them (a list, a generator, a file's lines).
+            batch_size: chains (sentences, windows) per batch; many short ones share a batch.
             progress: show a progress bar (``None``: from :data:`PROGRESS_FROM` texts).
             group: which texts a higher-order model decodes jointly (:data:`GroupBy`; default:
                 each alone). :meth:`annotate` also says whether each group was certified.
+            split: ``"sentences"`` (the default): each sentence of a text its own chain
+                (:func:`~crfhead.inference.documents.sentence_ranges`); ``"none"``: the whole text
+                one chain (the only choice, and the default, with ``group=``).
+            max_length: the longest chain, in tokens; a longer one is cut into overlapping windows
+                merged back as :mod:`~crfhead.inference.documents` says.
+            overlap: the least overlap of consecutive windows, in tokens (``None``:
+                ``max_length // 4``).
 
         Raises:
-            ValueError: the model's tokenizer is unknown, ``texts`` is not text, or ``group`` is
-                invalid or given to a model without a group decoder.
+            ValueError: the model's tokenizer is unknown; ``texts`` is not an iterable of str
+                (naming the first item that is not, by index and type); an invalid option; or
+                ``group`` is invalid or given to a model without a group decoder.
         """
+        opts = dict(
+            batch_size=batch_size,
+            progress=progress,
+            group=group,
+            split=split,
+            max_length=max_length,
+            overlap=overlap,
+        )
         if isinstance(texts, str):
-            return self.annotate([texts], batch_size=batch_size, progress=progress, group=group)[
-                0
-            ].entities
-        if not all(isinstance(t, str) for t in texts):
-            raise ValueError("tag() takes a str or a list of str; use annotate() for token lists")
-        tagged = self.annotate(list(texts), batch_size=batch_size, progress=progress, group=group)
-        return [t.entities for t in tagged]
+            return self.annotate([texts], **opts)[0].entities  # type: ignore[arg-type]
+        return [t.entities for t in self.annotate(_only_text(texts), **opts)]  # type: ignore[arg-type]
+
+    def iter_tag(
+        self,
+        texts: Iterable[str],
+        *,
+        batch_size: int = 64,
+        progress: bool | None = None,
+        split: str | None = None,
+        max_length: int = 512,
+        overlap: int | None = None,
+    ) -> Iterator[list[Entity]]:
+        """:meth:`tag` as a generator: each text's entities in input order, batch by batch.
+
+        ``texts`` is read lazily (a batch's texts at a time) so an unbounded stream is tagged in
+        constant memory. Options as :meth:`tag` (``group=`` needs all texts at once: use
+        :meth:`tag`).
+
+        Raises:
+            ValueError: as :meth:`tag`; an item's error when the stream reaches it.
+        """
+        tagged = self.iter_annotate(
+            _only_text(texts),
+            batch_size=batch_size,
+            progress=progress,
+            split=split,
+            max_length=max_length,
+            overlap=overlap,
+        )
+        return (t.entities for t in tagged)
 
     def annotate(
         self,
-        items: Sequence[str | Sequence[str]],
+        items: Iterable[str | Sequence[str]],
         *,
         batch_size: int = 64,
         progress: bool | None = None,
         group: GroupBy = False,
+        split: str | None = None,
+        max_length: int = 512,
+        overlap: int | None = None,
+        marginals: bool = False,
+        k: int | None = None,
     ) -> list[Tagged]:
         """Tag each item: a raw text (``str``, split by the model's tokenizer) or a list of tokens.
 
-        A token list's character offsets index its tokens joined by single spaces. With ``group``
+        A token list's character offsets index its tokens joined by single spaces; it is not
+        split into sentences, but is cut into windows beyond ``max_length``. With ``group``
         (:meth:`tag`), each text of a group decoded jointly has :attr:`Tagged.certified` set.
 
+        Args:
+            items: any iterable of raw texts and token lists.
+            batch_size: as :meth:`tag`; ``progress``, ``group``, ``split``, ``max_length`` and
+                ``overlap`` too.
+            progress: as :meth:`tag`.
+            group: as :meth:`tag`.
+            split: as :meth:`tag`.
+            max_length: as :meth:`tag`.
+            overlap: as :meth:`tag`.
+            marginals: fill :attr:`Tagged.marginals` (node marginals of each token).
+            k: fill :attr:`Tagged.best` with the ``k`` most probable labellings of each text (its
+                chains' k-best lists merged exactly; a text cut into windows has none: refused).
+
         Raises:
-            ValueError: raw text for a model whose tokenizer is unknown; an item of another type;
-                an invalid ``group``, or one given to a model without a group decoder.
+            ValueError: raw text for a model whose tokenizer is unknown; an item of another type
+                (naming its index and type); an invalid option; ``marginals``/``k`` for a head
+                that is not a probability model or with ``group``; ``k`` for a text whose chain
+                is longer than ``max_length``; an invalid ``group``, or one given to a model
+                without a group decoder.
         """
-        prepared = self._prepare(items)
-        return self._run(prepared, batch_size, progress, self._groups_of_prepared(group, prepared))
+        if group is not False and group != "none":
+            _refuse_not_iterable(items)
+            prepared = self._prepare(items)
+            plan = self._options(split, max_length, overlap, marginals, k, grouped=True)
+            for i, (_, toks) in enumerate(prepared):
+                if len(toks) > plan.max_length:
+                    raise ValueError(
+                        f"group={group!r}: a group decoder takes each text whole, but texts[{i}] "
+                        f"has {len(toks)} tokens > max_length={plan.max_length}; raise "
+                        "max_length, or cut the text into several texts yourself"
+                    )
+            groups = self._groups_of_prepared(group, prepared)
+            return self._run_groups(prepared, groups or [])
+        return list(
+            self.iter_annotate(
+                items,
+                batch_size=batch_size,
+                progress=progress,
+                split=split,
+                max_length=max_length,
+                overlap=overlap,
+                marginals=marginals,
+                k=k,
+            )
+        )
+
+    def iter_annotate(
+        self,
+        items: Iterable[str | Sequence[str]],
+        *,
+        batch_size: int = 64,
+        progress: bool | None = None,
+        split: str | None = None,
+        max_length: int = 512,
+        overlap: int | None = None,
+        marginals: bool = False,
+        k: int | None = None,
+    ) -> Iterator[Tagged]:
+        """:meth:`annotate` as a generator: each item tagged, in input order, batch by batch.
+
+        The items are read lazily: texts are taken until they make ``batch_size`` chains (or the
+        input ends), those chains are decoded (sorted by length, ``batch_size`` at a time), and
+        those texts are yielded; so memory stays that of one batch of texts whatever the length
+        of the stream (a single text is always held whole).
+
+        Raises:
+            ValueError: as :meth:`annotate` (the options at once; an item's error when the stream
+                reaches it).
+        """
+        _refuse_not_iterable(items)
+        plan = self._options(split, max_length, overlap, marginals, k, grouped=False)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        total = len(items) if isinstance(items, Sized) else None
+        return self._stream(iter(items), plan, batch_size, progress, total)
+
+    def _options(
+        self,
+        split: str | None,
+        max_length: int,
+        overlap: int | None,
+        marginals: bool,
+        k: int | None,
+        *,
+        grouped: bool,
+    ) -> _Plan:
+        """The chain options checked (:meth:`annotate`'s arguments)."""
+        if split is None:
+            split = "none" if grouped else "sentences"
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if grouped and split != "none":
+            raise ValueError(
+                f"split={split!r} with group=: a group decoder decodes each text whole; split "
+                "the texts into sentences yourself (each then a text of the group), or drop group="
+            )
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"max_length must be an int >= 1, got {max_length!r}")
+        ov = max_length // 4 if overlap is None else overlap
+        if isinstance(ov, bool) or not isinstance(ov, int) or not 0 <= ov <= max_length // 2:
+            raise ValueError(
+                f"overlap must be an int in [0, max_length // 2] = [0, {max_length // 2}], "
+                f"got {overlap!r}"
+            )
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        if (marginals or k is not None) and not self.model.head.calibrated:
+            raise ValueError(
+                f"marginals= and k= give probabilities, but the {type(self.model.head).__name__} "
+                "head is not a probability model"
+            )
+        if (marginals or k is not None) and grouped:
+            raise ValueError(
+                "marginals= and k= are the chain's, not the group decoder's: ask them without "
+                "group= (or use trellis())"
+            )
+        return _Plan(split, max_length, ov, marginals, k)
+
+    def _item(self, i: int, item: object) -> tuple[str, list[Token]]:
+        """Item ``i`` as ``(text, tokens)``: a raw text tokenised, a token list joined by spaces."""
+        if isinstance(item, str):
+            if self.tokenizer is None:
+                raise ValueError(
+                    "this model's tokenizer is unknown (its checkpoint was written before "
+                    "crfhead saved tokenizers): pass pre-tokenised input, lists of tokens"
+                )
+            return item, self.tokenizer.tokenize(item)
+        if isinstance(item, list | tuple):
+            return _joined(list(item), i)
+        raise ValueError(
+            f"texts[{i}] is {_kind(item)}: cannot tag it; give a str or a list of str"
+            + (
+                " (decode bytes first, e.g. line.decode('utf-8'))"
+                if isinstance(item, bytes)
+                else ""
+            )
+        )
+
+    def _prepare(self, items: Iterable[str | Sequence[str]]) -> list[tuple[str, list[Token]]]:
+        """Each item as ``(text, tokens)`` (:meth:`_item`)."""
+        return [self._item(i, item) for i, item in enumerate(items)]
+
+    def _chains(self, i: int, item: object, plan: _Plan) -> _Doc:
+        """Item ``i`` tokenised and cut into chains (sentences), each into windows."""
+        text, toks = self._item(i, item)
+        if not toks:
+            chains: list[range] = []
+        elif plan.split == "sentences" and isinstance(item, str):
+            chains = token_ranges(toks, sentence_ranges(text))
+        else:
+            chains = [range(0, len(toks))]
+        wins = [
+            [
+                range(c.start + w.start, c.start + w.stop)
+                for w in windows(len(c), plan.max_length, plan.overlap)
+            ]
+            for c in chains
+        ]
+        if plan.k is not None:
+            for c, w in zip(chains, wins, strict=True):
+                if len(w) > 1:
+                    raise ValueError(
+                        f"k={plan.k}: texts[{i}] has a chain of {len(c)} tokens > max_length="
+                        f"{plan.max_length}, cut into windows, whose best labellings are not "
+                        "exact; raise max_length"
+                    )
+        return _Doc(i, text, toks, chains, wins)
+
+    def _stream(
+        self,
+        items: Iterator[object],
+        plan: _Plan,
+        batch_size: int,
+        progress: bool | None,
+        total: int | None,
+    ) -> Iterator[Tagged]:
+        bar = None
+        if progress or (progress is None and total is not None and total >= PROGRESS_FROM):
+            from tqdm.auto import tqdm  # type: ignore[import-untyped]
+
+            bar = tqdm(total=total, desc="tagging", unit="text")
+        buffer: list[_Doc] = []
+        pieces = 0
+        for i, item in enumerate(items):
+            doc = self._chains(i, item, plan)
+            buffer.append(doc)
+            pieces += sum(len(w) for w in doc.windows)
+            if pieces >= batch_size:
+                yield from self._finish(buffer, plan, batch_size)
+                if bar is not None:
+                    bar.update(len(buffer))
+                buffer, pieces = [], 0
+        if buffer:
+            yield from self._finish(buffer, plan, batch_size)
+            if bar is not None:
+                bar.update(len(buffer))
+        if bar is not None:
+            bar.close()
+
+    def _finish(self, docs: list[_Doc], plan: _Plan, batch_size: int) -> list[Tagged]:
+        """Decode every window of ``docs`` (longest first, ``batch_size`` at a time), then merge."""
+        pieces = [(d, w) for d, doc in enumerate(docs) for chain in doc.windows for w in chain]
+        order = sorted(range(len(pieces)), key=lambda p: -len(pieces[p][1]))
+        decoded: dict[tuple[int, int, int], _Decoded] = {}
+        for start in range(0, len(order), batch_size):
+            rows = [pieces[p] for p in order[start : start + batch_size]]
+            with torch.inference_mode():
+                _, out = self._decode(
+                    [docs[d].tokens[w.start : w.stop] for d, w in rows],
+                    [f"{docs[d].index}:{w.start}" for d, w in rows],
+                    marginals=plan.marginals,
+                    k=plan.k,
+                )
+            for (d, w), result in zip(rows, out, strict=True):
+                decoded[(d, w.start, w.stop)] = result
+        return [
+            self._assemble(
+                doc, [[decoded[(d, w.start, w.stop)] for w in ws] for ws in doc.windows], plan
+            )
+            for d, doc in enumerate(docs)
+        ]
+
+    def _assemble(self, doc: _Doc, results: list[list[_Decoded]], plan: _Plan) -> Tagged:
+        """One text's chains (each from its windows) as one :class:`Tagged`."""
+        scheme, labels = self.scheme, self.labels
+        constrained = self.model.head.constrained
+        tags: list[str] = []
+        spans: list[Span] = []
+        probs: list[float | None] = []
+        gamma: list[list[float]] | None = [] if plan.marginals else None
+        for chain, wins, res in zip(doc.chains, doc.windows, results, strict=True):
+            if len(res) == 1:
+                (r,) = res
+                one: list[float | None] = [None] * len(r.spans)
+                if r.probabilities is not None:
+                    one = list(r.probabilities)
+                merged = Merged(r.tags, r.spans, one, r.marginals, True)
+            else:
+                local = [range(w.start - chain.start, w.stop - chain.start) for w in wins]
+                with_probs = all(r.probabilities is not None for r in res)
+                merged = merge_windows(
+                    local,
+                    [r.tags for r in res],
+                    [r.spans for r in res],
+                    [r.probabilities or [] for r in res] if with_probs else None,
+                    scheme,
+                    marginals=[r.marginals or [] for r in res] if plan.marginals else None,
+                    repair=constrained,
+                )
+            tags.extend(merged.tags)
+            spans.extend(
+                Span(s.label, s.start + chain.start, s.end + chain.start) for s in merged.spans
+            )
+            probs.extend(merged.probabilities)
+            if gamma is not None and merged.marginals is not None:
+                gamma.extend(merged.marginals)
+        calibrated = self.model.head.calibrated and scheme is not None
+        _check_output(
+            doc.text,
+            tags,
+            [p for p in probs if p is not None],
+            scheme if constrained else None,
+        )
+        best = None
+        if plan.k is not None:
+            lists = [res[0].best or [] for res in results]
+            best = [
+                (math.exp(logp), [labels[t] for t in path])
+                for logp, path in merge_kbest(lists, plan.k)
+            ]
+        ents = entities_of(doc.text, doc.tokens, spans, probs if calibrated else None)
+        return Tagged(doc.text, doc.tokens, tags, ents, None, gamma, best)
 
     def groups_for(
         self, items: Sequence[str | Sequence[str]], group: GroupBy
@@ -236,13 +695,22 @@ class TextTagger:
         batch_size: int = 64,
         progress: bool | None = None,
         group: GroupBy = False,
+        max_length: int = 512,
     ) -> list[Tagged]:
         """Tag already-tokenised :class:`~crfhead.data.sentence.Sentence` s (their gold tags are ignored).
 
+        Each sentence is one chain (cut into windows beyond ``max_length``, as :meth:`annotate`).
         ``group="document"`` decodes each document (``doc_id``, e.g. CoNLL ``-DOCSTART-``) jointly.
         """
         groups = self.groups_of(group, sentences)
-        return self._run([_joined(s.tokens) for s in sentences], batch_size, progress, groups)
+        if groups is not None:
+            return self._run_groups([_joined(s.tokens) for s in sentences], groups)
+        return self.annotate(
+            [list(s.tokens) for s in sentences],
+            batch_size=batch_size,
+            progress=progress,
+            max_length=max_length,
+        )
 
     def groups_of(self, group: GroupBy, sentences: Sequence[Sentence]) -> list[list[int]] | None:
         """``group`` as lists of indices into ``sentences`` (each exactly once); ``None``: each alone.
@@ -284,21 +752,6 @@ class TextTagger:
             )
         return groups
 
-    def _batches(self, n: int, batch_size: int, progress: bool | None) -> Iterator[range]:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        chunks = [range(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
-        if progress or (progress is None and n >= PROGRESS_FROM):
-            from tqdm.auto import tqdm  # type: ignore[import-untyped]
-
-            bar = tqdm(total=n, desc="tagging", unit="text")
-            for chunk in chunks:
-                yield chunk
-                bar.update(len(chunk))
-            bar.close()
-        else:
-            yield from chunks
-
     def trellis(self, text: str, k: int) -> Trellis:
         """One raw text tagged as :meth:`annotate` does, with its node marginals and ``k`` best paths.
 
@@ -327,77 +780,49 @@ class TextTagger:
         ]
         return Trellis(tagged[0], gamma.tolist(), best, log_z)
 
-    def _prepare(self, items: Sequence[str | Sequence[str]]) -> list[tuple[str, list[Token]]]:
-        """Each item as ``(text, tokens)``: a raw text tokenised, a token list joined by spaces."""
-        prepared: list[tuple[str, list[Token]]] = []
-        for item in items:
-            if isinstance(item, str):
-                if self.tokenizer is None:
-                    raise ValueError(
-                        "this model's tokenizer is unknown (its checkpoint was written before "
-                        "crfhead saved tokenizers): pass pre-tokenised input, lists of tokens"
-                    )
-                prepared.append((item, self.tokenizer.tokenize(item)))
-            elif isinstance(item, Sequence):
-                prepared.append(_joined(list(item)))
-            else:
-                raise ValueError(f"cannot tag a {type(item).__name__}: give a str or a list of str")
-        return prepared
-
-    def _run(
-        self,
-        prepared: list[tuple[str, list[Token]]],
-        batch_size: int,
-        progress: bool | None,
-        groups: list[list[int]] | None = None,
+    def _run_groups(
+        self, prepared: list[tuple[str, list[Token]]], groups: list[list[int]]
     ) -> list[Tagged]:
+        """Each group of ``prepared`` decoded jointly, one batch per group (texts whole)."""
         out: list[Tagged | None] = [None] * len(prepared)
         for i, (text, toks) in enumerate(prepared):
             if not toks:
                 out[i] = Tagged(text, [], [], [])
-        if groups is not None:  # one batch per group, decoded jointly
-            for members in (g for g in ([i for i in g if prepared[i][1]] for g in groups) if g):
-                with torch.inference_mode():
-                    _, tagged = self._tag_batch(
-                        [prepared[i] for i in members], [str(i) for i in members], grouped=True
-                    )
-                for i, record in zip(members, tagged, strict=True):
-                    out[i] = record
-            return [t for t in out if t is not None]
-        todo = [i for i, (_, toks) in enumerate(prepared) if toks]
-        for chunk in self._batches(len(todo), batch_size, progress):
-            rows = [todo[j] for j in chunk]
+        for members in (g for g in ([i for i in g if prepared[i][1]] for g in groups) if g):
             with torch.inference_mode():
-                _, tagged = self._tag_batch([prepared[i] for i in rows], [str(i) for i in rows])
-            for i, record in zip(rows, tagged, strict=True):
+                _, tagged = self._tag_batch(
+                    [prepared[i] for i in members], [str(i) for i in members], grouped=True
+                )
+            for i, record in zip(members, tagged, strict=True):
                 out[i] = record
         return [t for t in out if t is not None]
 
-    def _tag_batch(
+    def _decode(
         self,
-        prepared: Sequence[tuple[str, list[Token]]],
+        token_lists: Sequence[list[Token]],
         ids: Sequence[str],
         *,
         grouped: bool = False,
-    ) -> tuple[ChainPotentials, list[Tagged]]:
-        """One batch of texts with tokens: one encoder pass, one build of the head's potentials.
+        marginals: bool = False,
+        k: int | None = None,
+    ) -> tuple[ChainPotentials, list[_Decoded]]:
+        """One batch of chains: one encoder pass, one build of the head's potentials.
 
-        With ``grouped``, the batch is one group decoded jointly by the model's group decoder,
-        and each text records whether the group was certified.
+        With ``grouped``, the batch is one group decoded jointly by the model's group decoder.
 
         Returns:
-            The potentials, and each text tagged (entities with their span
-            probabilities where the head is calibrated), its output checked.
+            The potentials, and each chain's tags, entities (chain-local), span probabilities
+            where the head is calibrated, and what was asked of ``marginals`` and ``k``.
         """
         head, labels, scheme = self.model.head, self.labels, self.scheme
         sentences = [
-            Sentence([t.text for t in toks], id=i)
-            for (_, toks), i in zip(prepared, ids, strict=True)
+            Sentence([t.text for t in toks], id=i) for toks, i in zip(token_lists, ids, strict=True)
         ]
         batch = self.collate(sentences)
         if grouped:
             batch = dataclasses.replace(batch, groups=[list(range(len(sentences)))])
-        emissions = self.model(batch)
+        with self._autocast():
+            emissions = self.model(batch)
         pot = head.potentials(emissions, batch.mask.to(emissions.device))
         decoder = self.model.decoder
         before = None if decoder is None or not grouped else decoder.stats.get("certified", 0)
@@ -411,14 +836,59 @@ class TextTagger:
         probs: list[list[float]] | None = None
         if head.calibrated and scheme is not None:
             probs = span_probabilities_from(pot, spans, labels, scheme)
+        gamma = engine.marginals(pot).float().cpu() if marginals else None
+        best: list[list[tuple[float, list[int]]]] | None = None
+        if k is not None:
+            scores, paths = engine.topk(pot, k)
+            log_z = engine.log_partition(pot).double().cpu()
+            best = [
+                [
+                    (s - float(log_z[j]), p[: len(token_lists[j])])
+                    for s, p in zip(scores[j].tolist(), paths[j].tolist(), strict=True)
+                    if s != float("-inf")
+                ]
+                for j in range(len(token_lists))
+            ]
         out = []
-        for j, (text, toks) in enumerate(prepared):
-            _check_output(
-                text, tags[j], probs[j] if probs else [], scheme if head.constrained else None
+        for j, toks in enumerate(token_lists):
+            n = len(toks)
+            out.append(
+                _Decoded(
+                    tags[j],
+                    spans[j],
+                    None if probs is None else probs[j],
+                    None if gamma is None else gamma[j, :n].tolist(),
+                    None if best is None else best[j],
+                    certified,
+                )
             )
-            ents = entities_of(text, toks, spans[j], None if probs is None else probs[j])
-            out.append(Tagged(text, toks, tags[j], ents, certified))
         return pot, out
+
+    def _tag_batch(
+        self,
+        prepared: Sequence[tuple[str, list[Token]]],
+        ids: Sequence[str],
+        *,
+        grouped: bool = False,
+    ) -> tuple[ChainPotentials, list[Tagged]]:
+        """One batch of texts with tokens, each one chain (:meth:`_decode`), as :class:`Tagged` s.
+
+        With ``grouped``, each text records whether its group was certified.
+        """
+        pot, decoded = self._decode([toks for _, toks in prepared], ids, grouped=grouped)
+        scheme = self.scheme if self.model.head.constrained else None
+        out = []
+        for (text, toks), d in zip(prepared, decoded, strict=True):
+            _check_output(text, d.tags, d.probabilities or [], scheme)
+            ents = entities_of(text, toks, d.spans, d.probabilities)
+            out.append(Tagged(text, toks, d.tags, ents, d.certified))
+        return pot, out
+
+    def _autocast(self) -> AbstractContextManager[object]:
+        """Autocast to :attr:`dtype` around the encoder (a no-op in float32)."""
+        if self.dtype in (torch.float32, torch.float64):
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
 
     # ------------------------------------------------------------------------------ saving
     def save(self, folder: str | Path, *, overwrite: bool = False) -> Path:
@@ -460,7 +930,12 @@ def _check_output(text: str, tags: list[str], probs: list[float], scheme: str | 
         )
 
 
-def load(path: str | Path, *, device: str | torch.device | None = None) -> TextTagger:
+def load(
+    path: str | Path,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+) -> TextTagger:
     """Load a trained model: a ``train.py`` checkpoint (``.ckpt``) or a folder written by :meth:`TextTagger.save`.
 
     A folder needs no Lightning (a checkpoint is a Lightning file, so reading one imports it).
@@ -468,11 +943,12 @@ def load(path: str | Path, *, device: str | torch.device | None = None) -> TextT
     classes given to :func:`crfhead.register_component` or declared in an installed package's
     ``crfhead.components`` entry points; a checkpoint is read with ``weights_only=True``, and one
     holding other objects loads only through ``read_checkpoint(path, trust=True)`` or
-    ``CRFHEAD_TRUST_CHECKPOINT=1`` (a pickle: it can then run code).
+    ``CRFHEAD_TRUST_CHECKPOINT=1`` (a pickle: it can then run code). ``dtype`` is the dtype the
+    encoder runs in (:class:`TextTagger`).
 
     Raises:
         FileNotFoundError: nothing at ``path``.
         ValueError: one line naming the file, for anything that is not a crfhead model.
     """
     files: ModelFiles = read_model(path)
-    return TextTagger(files.build(), files.vocabs, files.config, device, files.report)
+    return TextTagger(files.build(), files.vocabs, files.config, device, files.report, dtype)
