@@ -55,7 +55,7 @@ from crfhead.model.checkpoints import read_checkpoint
 from crfhead.model.tagger import Tagger
 from crfhead.schemes import entity_types
 
-__all__ = ["FORMAT", "ModelFiles", "read_model", "save_folder"]
+__all__ = ["FORMAT", "ModelFiles", "model_card", "read_model", "save_folder"]
 
 FORMAT = "crfhead-tagger"
 FORMAT_VERSION = 2
@@ -123,6 +123,44 @@ def _report_beside(path: Path) -> dict[str, Any] | None:
             except (OSError, ValueError):
                 return None
             return loaded if isinstance(loaded, dict) else None
+    return None
+
+
+def _training_beside(path: Path, hparams: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The training config LightningCLI wrote beside a checkpoint (``config.yaml``), if it is this run's.
+
+    Kept: ``seed_everything``, ``trainer.max_epochs``, ``model`` and ``data`` (plain data, read
+    with ``yaml.safe_load``); ``None`` when absent, unreadable, or naming another head or encoder
+    than the checkpoint's.
+    """
+    for folder in (path.parent, path.parent.parent):
+        file = folder / "config.yaml"
+        if not file.is_file():
+            continue
+        try:
+            import yaml
+
+            loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, ImportError):
+            return None
+        if not isinstance(loaded, dict) or not isinstance(loaded.get("model"), dict):
+            return None
+        model = {k: v for k, v in loaded["model"].items() if k != "vocabs"}
+        for key in ("encoder", "head"):
+            ours, theirs = hparams.get(key), model.get(key)
+            if (
+                isinstance(ours, dict)
+                and isinstance(theirs, dict)
+                and ours.get("class_path") != theirs.get("class_path")
+            ):
+                return None
+        out: dict[str, Any] = {"seed_everything": loaded.get("seed_everything"), "model": model}
+        trainer = loaded.get("trainer")
+        if isinstance(trainer, dict) and "max_epochs" in trainer:
+            out["trainer"] = {"max_epochs": trainer["max_epochs"]}
+        if isinstance(loaded.get("data"), dict):
+            out["data"] = loaded["data"]
+        return out
     return None
 
 
@@ -214,14 +252,29 @@ def _read_checkpoint(path: Path) -> ModelFiles:
     resolve_saved(config, path)
     prefix = "tagger."
     state = {k[len(prefix) :]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
+    training = _training_beside(path, hparams)
+    if training is not None:
+        config["training"] = training
     return ModelFiles(config, dict(hparams["vocabs"]), state, path, _report_beside(path))
 
 
-def read_model(path: str | Path) -> ModelFiles:
-    """Read a training checkpoint (``.ckpt``) or a saved folder.
+def read_model(
+    path: str | Path, *, revision: str | None = None, cache_dir: str | Path | None = None
+) -> ModelFiles:
+    """Read a training checkpoint (``.ckpt``), a saved folder, or a Hub model (``org/name``).
+
+    A path that does not exist and reads as a Hub model id (``org/name``, ``org/name@revision``)
+    is resolved by :func:`crfhead.inference.hub.resolve_model_path` to the repository's snapshot,
+    then read as any folder.
+
+    Args:
+        path: the checkpoint, the folder, or the Hub id.
+        revision: the Hub revision (branch, tag, commit); only for a Hub id.
+        cache_dir: the Hugging Face cache; only for a Hub id.
 
     Raises:
-        FileNotFoundError: nothing at ``path``.
+        FileNotFoundError: nothing at ``path``; for a Hub id, no such repository or revision, or
+            offline and not in the cache.
         ValueError: one line naming the file, for anything that is not a crfhead model (empty,
             truncated, foreign, or missing one of the folder's files).
     """
@@ -234,17 +287,139 @@ def read_model(path: str | Path) -> ModelFiles:
             f"it to {p.name} (the next save to {p} restores it)"
         )
     if not p.exists():
+        from crfhead.inference.hub import resolve_model_path
+
+        resolved = resolve_model_path(path, revision=revision, cache_dir=cache_dir)
+        if resolved.is_dir():
+            return _read_folder(resolved)
         raise FileNotFoundError(f"no model at {p}: give a training checkpoint or a saved folder")
     return _read_checkpoint(p)
 
 
-def _card(config: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
-    """The folder's README.md: what the model tags and how to use it."""
+_CARD_KEYS = ("name", "license", "language", "datasets", "tags")
+_TAGS = ["token-classification", "ner", "crf", "sequence-labeling"]
+
+
+def _card_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Card metadata checked: known keys; ``license``/``name`` str; the others a str or list of str.
+
+    Raises:
+        ValueError: an unknown key or a value of the wrong type (named).
+    """
+    bad = sorted(set(meta) - set(_CARD_KEYS))
+    if bad:
+        raise ValueError(f"unknown model card keys {bad}; allowed: {list(_CARD_KEYS)}")
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        if value is None:
+            continue
+        if key in ("license", "name"):
+            if not isinstance(value, str):
+                raise ValueError(f"model card {key} must be a str, got {value!r}")
+            out[key] = value
+            continue
+        values = [value] if isinstance(value, str) else value
+        if not (isinstance(values, list | tuple) and all(isinstance(v, str) for v in values)):
+            raise ValueError(f"model card {key} must be a str or a list of str, got {value!r}")
+        out[key] = list(values)
+    return out
+
+
+def _corpus_meta(training: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the training config's corpus tells the card (empty when the corpus is unknown).
+
+    ``datasets`` (Hub ids), ``language``, and ``dataset``: a name and type for the model index.
+    """
+    data = (training or {}).get("data")
+    corpus = data.get("corpus") if isinstance(data, dict) else None
+    if not isinstance(corpus, dict):
+        return {}
+    cls = str(corpus.get("class_path", "")).rpartition(".")[2]
+    args = corpus.get("init_args") if isinstance(corpus.get("init_args"), dict) else {}
+    if cls == "FinanceCorpus":
+        return {"language": ["en"], "dataset": ("synthetic finance (crfhead)", "crfhead-finance")}
+    if cls == "MSM2013Corpus":
+        return {"language": ["en"], "dataset": ("#MSM2013 tweets", "msm2013")}
+    if cls == "CoNLLCorpus":
+        train = str(args.get("train", "")).lower()
+        for marker, hub_id in (("conll2003", "conll2003"), ("wnut17", "wnut_17")):
+            if marker in train:
+                return {"datasets": [hub_id], "language": ["en"], "dataset": (hub_id, hub_id)}
+        return {"dataset": (str(args.get("train")), "conll")}
+    if cls == "HFCorpus" and isinstance(args.get("path"), str):
+        path = args["path"]
+        hub = "/" in path and not Path(path).exists() and not path.startswith((".", "/", "~"))
+        meta: dict[str, Any] = {"dataset": (path, path if hub else "local")}
+        if hub:
+            meta["datasets"] = [path]
+        return meta
+    return {"dataset": (cls, cls.lower())} if cls else {}
+
+
+def _front_matter(config: Mapping[str, Any], report: Mapping[str, Any] | None) -> dict[str, Any]:
+    meta = _card_meta(config.get("card") or {})
+    corpus = _corpus_meta(config.get("training"))
+    head = str((config.get("head") or {}).get("class_path", "crfhead.heads.CRF"))
+    front: dict[str, Any] = {
+        "library_name": "crfhead",
+        "tags": list(
+            dict.fromkeys([*_TAGS, head.rpartition(".")[2].lower(), *meta.get("tags", [])])
+        ),
+        "pipeline_tag": "token-classification",
+    }
+    datasets = meta.get("datasets") or corpus.get("datasets")
+    if datasets:
+        front["datasets"] = list(datasets)
+    language = meta.get("language") or corpus.get("language")
+    if language:
+        front["language"] = list(language)
+    if meta.get("license"):
+        front["license"] = meta["license"]
+    if report and "f1" in report:
+        front["metrics"] = ["seqeval"]
+        name, kind = corpus.get("dataset") or (
+            (datasets[0], datasets[0]) if datasets else ("unknown", "unknown")
+        )
+        metrics = [
+            {"type": key, "value": round(float(report[key]), 4), "name": f"test span {label}"}
+            for key, label in (("f1", "F1"), ("precision", "precision"), ("recall", "recall"))
+            if key in report
+        ]
+        front["model-index"] = [
+            {
+                "name": meta.get("name") or "crfhead-tagger",
+                "results": [
+                    {
+                        "task": {"type": "token-classification", "name": "Token Classification"},
+                        "dataset": {"name": name, "type": kind, "split": "test"},
+                        "metrics": metrics,
+                    }
+                ],
+            }
+        ]
+    return front
+
+
+def model_card(config: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
+    """The folder's README.md: the Hub's metadata, what the model tags, scores, config, usage.
+
+    The front matter has ``library_name: crfhead``, ``tags``, ``pipeline_tag``, ``datasets`` and
+    ``language`` (from ``config["card"]``, else the training config's corpus), ``license`` (if
+    given), and with a test F1 in ``report`` the ``metrics`` and a ``model-index`` entry.
+    """
+    import yaml  # a dependency of jsonargparse and datasets
+
     head = (config.get("head") or {}).get("class_path", "crfhead.heads.CRF")
     encoder = (config.get("encoder") or {}).get("class_path", "crfhead.encoders.IndicatorEncoder")
     types = sorted(entity_types(config["labels"], str(config["scheme"])))
+    name = (config.get("card") or {}).get("name")
+    front = yaml.safe_dump(_front_matter(config, report), sort_keys=False, allow_unicode=True)
     lines = [
-        "# crfhead sequence tagger",
+        "---",
+        front.rstrip("\n"),
+        "---",
+        "",
+        f"# {name or 'crfhead sequence tagger'}",
         "",
         f"- entity types: {', '.join(types) or '(none)'} ({config.get('scheme')} tags, "
         f"{len(config['labels'])} labels)",
@@ -259,16 +434,24 @@ def _card(config: Mapping[str, Any], report: Mapping[str, Any] | None) -> str:
         keys = [k for k in ("f1", "precision", "recall", "macro_f1", "accuracy") if k in report]
         lines += ["", "Test scores of the run it comes from:", ""]
         lines += [f"- {k}: {float(report[k]):.4f}" for k in keys]
+    training = config.get("training")
+    if training:
+        lines += ["", "Training config (`train.py`):", "", "```yaml"]
+        lines += [yaml.safe_dump(training, sort_keys=False, allow_unicode=True).rstrip("\n")]
+        lines += ["```"]
     lines += [
         "",
         "```python",
         "import crfhead",
-        'tagger = crfhead.load("path/to/this/folder")',
+        f"tagger = crfhead.load({json.dumps(name or 'path/to/this/folder')})",
         'tagger.tag("some text")  # entities with character offsets and exact probabilities',
         "```",
         "",
     ]
     return "\n".join(lines)
+
+
+_card = model_card
 
 
 def _old(dest: Path) -> Path:
@@ -361,8 +544,21 @@ def save_folder(
     vocabs: Mapping[str, Any],
     report: Mapping[str, Any] | None = None,
     overwrite: bool = False,
+    *,
+    card: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``model`` as a saved folder (see the module docstring); return its path.
+
+    Args:
+        folder: the destination.
+        model: the tagger.
+        config: its specs; a ``training`` config (from the checkpoint's run) and ``card``
+            metadata in it are kept.
+        vocabs: its vocabularies.
+        report: the test report of its run, if known.
+        overwrite: replace an existing model folder.
+        card: model card metadata (``license``, ``language``, ``datasets``, ``tags``, ``name``;
+            see :func:`model_card`), merged over ``config["card"]`` and kept in ``config.json``.
 
     Raises:
         FileExistsError: ``folder`` exists and is not empty, and ``overwrite`` is False, or it is
@@ -404,6 +600,11 @@ def save_folder(
         "tokenizer": vocabs.get("tokenizer"),
         "report": None if report is None else dict(report),
     }
+    if config.get("training") is not None:
+        full["training"] = config["training"]
+    meta = {**dict(config.get("card") or {}), **dict(card or {})}
+    if meta:
+        full["card"] = _card_meta(meta)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-{os.getpid()}-", dir=dest.parent))
     try:
@@ -417,7 +618,7 @@ def save_folder(
         full["weights_sha256"] = _sha256(tmp / WEIGHTS)
         (tmp / CONFIG).write_text(json.dumps(full, indent=2) + "\n", encoding="utf-8")
         (tmp / VOCABS).write_text(json.dumps(dict(vocabs)) + "\n", encoding="utf-8")
-        (tmp / CARD).write_text(_card(full, report), encoding="utf-8")
+        (tmp / CARD).write_text(model_card(full, report), encoding="utf-8")
         _follow_umask(tmp)
         if dest.is_dir() and any(dest.iterdir()):
             _replace(tmp, dest)
