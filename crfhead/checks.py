@@ -1,4 +1,4 @@
-"""Checks at the public boundary, shared by the engine, the encoders and the heads: id ranges, finite scores.
+"""Checks at the public boundary, shared by the engine, the encoders and the heads: id ranges, finite scores, masks.
 
 Errors are ``ValueError``s that name the first offending value and its position.
 
@@ -6,6 +6,12 @@ The non-finite contract (every backend, every op, because it is checked once, in
 :func:`crfhead.make_potentials`): a score that is NaN or ``+inf`` raises :class:`NonFiniteError` naming
 the tensor and the first bad position; ``-inf`` is allowed and means "forbidden"; emissions at masked
 positions are ignored (padding may hold anything; the backends never read it into a result).
+
+Masks (:func:`as_bool_mask`, at every public entry that takes one): bool, or any integer dtype holding
+only 0 and 1 (HuggingFace's ``attention_mask`` is int64, pytorch-crf's masks uint8), converted to bool
+once there. Other integer values are refused, naming them and their count; float masks are refused
+(not rounded). While ``torch.compile``/``torch.export`` trace, the value check is skipped, as the
+other data-dependent checks are, and any nonzero value counts as unmasked.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ import operator
 import torch
 from torch import Tensor
 
+from crfhead.numerics import is_tracing
 from crfhead.threads import serial_torch
 
 __all__ = [
     "MissingPackageError",
     "NonFiniteError",
+    "as_bool_mask",
     "check_tag_range",
     "check_word_ids",
     "refuse_non_finite",
@@ -111,25 +119,53 @@ def check_tag_range(tags: Tensor, mask: Tensor, num_tags: int) -> None:
     _refuse_out_of_range(tags, mask, num_tags, "tag")
 
 
+def as_bool_mask(mask: Tensor) -> Tensor:
+    """``mask`` ``(B, T)`` as bool: a bool mask as it is, an integer one of 0s and 1s as ``mask != 0``.
+
+    Raises:
+        ValueError: not a tensor; a floating-point or complex dtype; an integer mask holding a value
+            other than 0 and 1 (the distinct values, up to 10, and how many entries hold them).
+    """
+    if not isinstance(mask, Tensor):
+        raise ValueError(f"mask must be a bool or integer tensor, got {type(mask).__name__}")
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point() or mask.is_complex():
+        raise ValueError(
+            f"mask must be bool or an integer dtype of 0s and 1s (uint8, int64, ...), got "
+            f"{mask.dtype}; a float mask is not rounded: pass mask.bool() or mask > 0.5"
+        )
+    on = mask != 0
+    if not is_tracing():
+        bad = on & (mask != 1)
+        if bool(bad.any()):
+            values = torch.unique(mask[bad]).tolist()
+            count = int(bad.sum())
+            raise ValueError(
+                f"mask must hold only 0 and 1, got {count} {'entry' if count == 1 else 'entries'} "
+                f"with other values: "
+                f"{values[:10]}{' ...' if len(values) > 10 else ''} (dtype {mask.dtype})"
+            )
+    return on
+
+
 def check_word_ids(words: Tensor, vocab_size: int, mask: Tensor | None = None) -> Tensor:
     """Validate word ids ``(B, T)`` against ``[0, vocab_size)`` at the unmasked positions.
 
     Returns:
-        the mask, ``(B, T)`` bool (all True when ``mask`` is ``None``).
+        the mask, ``(B, T)`` bool (all True when ``mask`` is ``None``; see :func:`as_bool_mask`).
 
     Raises:
-        ValueError: not an integer ``(B, T)`` tensor, a mask of another shape or dtype, or an id out of
+        ValueError: not an integer ``(B, T)`` tensor, a mask of another shape or refused by
+            :func:`as_bool_mask`, or an id out of
             range (the first one is named with its position).
     """
     if not isinstance(words, Tensor) or words.is_floating_point() or words.dim() != 2:
         got = tuple(words.shape) if isinstance(words, Tensor) else type(words).__name__
         raise ValueError(f"words must be an integer tensor (B, T), got {got}")
-    if mask is None:
-        mask = torch.ones_like(words, dtype=torch.bool)
-    if mask.shape != words.shape or mask.dtype != torch.bool:
-        raise ValueError(
-            f"mask must be bool (B, T) = {tuple(words.shape)}, got {mask.dtype} {tuple(mask.shape)}"
-        )
+    mask = torch.ones_like(words, dtype=torch.bool) if mask is None else as_bool_mask(mask)
+    if mask.shape != words.shape:
+        raise ValueError(f"mask must be (B, T) = {tuple(words.shape)}, got {tuple(mask.shape)}")
     mask = mask.to(words.device)
     _refuse_out_of_range(words, mask, vocab_size, "word id")
     return mask

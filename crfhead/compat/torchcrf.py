@@ -6,7 +6,8 @@
 ``state_dict`` built over ``crf.parameters()`` load unchanged), the same initialisation draws,
 ``forward`` returns the log-likelihood (not a loss) reduced by ``"none" | "sum" | "mean" |
 "token_mean"`` (default ``"sum"``), and ``decode`` returns ``List[List[int]]``. Unlike pytorch-crf,
-masks need not have the first time step on (masks with holes are fine) and may be bool or uint8.
+masks need not have the first time step on (masks with holes are fine) and may be bool, uint8 or any
+integer dtype of 0s and 1s.
 
 Every other public method of :class:`crfhead.heads.CRF` (``loss``, ``nll``, ``marginals``, ``topk``,
 ``sample``...) is inherited *and honours* ``batch_first``. With ``batch_first=False`` the inputs are
@@ -50,9 +51,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, ClassVar, TypeVar
 
-import torch
 from torch import Tensor, nn
 
+from crfhead.checks import as_bool_mask
 from crfhead.heads.crf import CRF as _CRF
 
 __all__ = ["CRF"]
@@ -147,12 +148,12 @@ _UNCLASSIFIED = (
 
 
 def _check_mask(mask: Any) -> Any:
-    """pytorch-crf masks are uint8 or bool: accept both (as bool), refuse anything else."""
-    if isinstance(mask, Tensor):
-        if mask.dtype not in (torch.bool, torch.uint8):
-            raise ValueError(f"mask must be bool or uint8, got {mask.dtype}")
-        return mask.bool()
-    return mask
+    """pytorch-crf masks are uint8 or bool: accept those and every integer mask of 0s and 1s, as bool.
+
+    :func:`crfhead.checks.as_bool_mask`, here before the ``(T, B)`` transpose, so its errors are the
+    core's.
+    """
+    return as_bool_mask(mask) if isinstance(mask, Tensor) else mask
 
 
 def _layout_method(
@@ -165,7 +166,7 @@ def _layout_method(
     ``fn`` runs in the batch-first scope and ``output`` maps its result back. Called from inside
     that scope (another method of the same module), ``inner`` (default ``fn``) runs untouched, so
     the base's internal calls keep the batch-first ``ChainHead`` contract. Masks may be bool or
-    uint8 either way.
+    integer 0/1 (uint8...) either way.
     """
 
     def decorate(fn: _F) -> _F:
@@ -270,7 +271,7 @@ class CRF(_CRF):
         Args:
             emissions: ``(T, B, K)`` (``(B, T, K)`` with ``batch_first``).
             tags: ``(T, B)`` integer (``(B, T)``).
-            mask: ``(T, B)`` bool or uint8 (``(B, T)``), or ``None``.
+            mask: ``(T, B)`` bool or integer 0/1, e.g. uint8 (``(B, T)``), or ``None``.
             reduction: ``"none"`` → ``(B,)``, ``"sum"`` (default), ``"mean"``, ``"token_mean"``.
         """
         return -self.nll(emissions, tags, mask, reduction=reduction)
@@ -284,7 +285,7 @@ class CRF(_CRF):
 
         Args:
             emissions: ``(T, B, K)`` (``(B, T, K)`` with ``batch_first``).
-            mask: ``(T, B)`` bool or uint8 (``(B, T)``), or ``None``.
+            mask: ``(T, B)`` bool or integer 0/1, e.g. uint8 (``(B, T)``), or ``None``.
         """
         paths = _CRF.decode(self, emissions, mask).tolist()
         return [[tag for tag in row if tag >= 0] for row in paths]

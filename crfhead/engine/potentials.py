@@ -3,7 +3,8 @@
 The shapes and conventions are the package's (:mod:`crfhead`): ``emissions`` ``(B, T, K)`` are the unary
 log-potentials, ``transitions`` ``(K, K)`` or ``(B, T-1, K, K)`` ``[from, to]`` (entry ``t-1`` enters
 position ``t`` from the previous *unmasked* one), ``start``/``end`` ``(K,)`` score the first/last
-unmasked tag, ``mask`` ``(B, T)`` bool with holes allowed.
+unmasked tag, ``mask`` ``(B, T)`` bool with holes allowed (integer 0/1 masks are converted here, once:
+:func:`~crfhead.checks.as_bool_mask`).
 
 :func:`make_potentials` validates at the public boundary (errors print the actual shapes) and upcasts
 to the compute dtype (float32, or float64 when given float64). ``-inf`` (:data:`~crfhead.numerics.
@@ -26,7 +27,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
-from crfhead.checks import check_tag_range, refuse_non_finite
+from crfhead.checks import as_bool_mask, check_tag_range, refuse_non_finite
 from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing, onnx_exporting
 
 __all__ = [
@@ -185,7 +186,8 @@ def make_potentials(
         transitions: ``(K, K)`` or ``(B, T-1, K, K)``, ``[from, to]``.
         start: ``(K,)``; zeros when ``None``.
         end: ``(K,)``; zeros when ``None``.
-        mask: ``(B, T)`` bool; all True when ``None``.
+        mask: ``(B, T)`` bool, or integer of 0s and 1s (converted:
+            :func:`~crfhead.checks.as_bool_mask`); all True when ``None``.
 
     Raises:
         ValueError: on a wrong shape, dtype or device; the message prints the actual shapes.
@@ -221,9 +223,7 @@ def make_potentials(
     if mask is None:
         mask = torch.ones(B, T, dtype=torch.bool, device=device)
     else:
-        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-            got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
-            raise ValueError(f"mask must be a bool tensor, got {got}")
+        mask = as_bool_mask(mask)
         if tuple(mask.shape) != (B, T):
             raise ValueError(
                 f"mask must be (B, T) = {(B, T)} for emissions of shape {(B, T, K)}, "

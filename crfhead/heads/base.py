@@ -14,7 +14,9 @@ head that scores words, :attr:`ChainHead.scores_words`), which batch fields the 
 :class:`CountingHead`).
 
 Every method takes ``emissions`` ``(B, T, K)``, ``tags`` ``(B, T)`` integer and ``mask`` ``(B, T)``
-bool (``None``: every position), as the package conventions (:mod:`crfhead`) say.
+bool (``None``: every position), as the package conventions (:mod:`crfhead`) say; an integer mask of
+0s and 1s (HuggingFace's int64 ``attention_mask``, uint8) is converted once, where the potentials are
+built (:func:`crfhead.checks.as_bool_mask`).
 """
 
 from __future__ import annotations

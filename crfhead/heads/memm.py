@@ -31,7 +31,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from crfhead.checks import refuse_non_finite
+from crfhead.checks import as_bool_mask, refuse_non_finite
 from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
 from crfhead.heads.base import ChainHead
 from crfhead.numerics import compute_dtype, is_tracing, no_autocast
@@ -102,6 +102,7 @@ class MEMM(ChainHead):
         B, T, K = emissions.shape
         if mask is None:
             mask = torch.ones(B, T, dtype=torch.bool, device=emissions.device)
+        mask = as_bool_mask(mask)  # before its first use (make_potentials checks the shape)
         if not is_tracing():
             refuse_non_finite(
                 "emissions", emissions, mask
