@@ -16,8 +16,9 @@ import contextlib
 import contextvars
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import TypeVar
 
 import torch
 
@@ -31,6 +32,7 @@ _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "crfhead_backend", default=None
 )
 _WARNED: set[str] = set()
+_F = TypeVar("_F", bound=Callable[..., object])
 _AUTO = {"cpu": ("cpu", "fused CPU kernel"), "cuda": ("triton", "Triton kernels")}
 """What ``auto`` runs on each device type, and how the fallback warning names it."""
 
@@ -83,13 +85,25 @@ def kernel(name: str) -> ModuleType:
     return portable
 
 
+def _constant_to_compile(fn: _F) -> _F:
+    """``fn`` marked as :func:`torch.compiler.assume_constant_result` marks it, without importing dynamo.
+
+    That decorator imports ``torch._dynamo`` (seconds, and ``import crfhead`` must stay light) only to
+    set the one attribute that dynamo reads when it meets a call of ``fn`` while tracing; the
+    attribute is set here instead, and ``tests/test_import_hygiene.py`` checks that the decorator
+    still sets exactly it.
+    """
+    setattr(fn, "_dynamo_marked_constant", True)  # noqa: B010 (a private name of torch's)
+    return fn
+
+
 def _warn_once(key: str, message: str) -> None:
     if key not in _WARNED:
         _WARNED.add(key)
         _LOG.warning(message)
 
 
-@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+@_constant_to_compile
 def _ambient() -> str:
     """The context's choice, else ``$CRFHEAD_BACKEND``, else ``auto``: read once while tracing.
 
@@ -98,7 +112,7 @@ def _ambient() -> str:
     return _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto"
 
 
-@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+@_constant_to_compile
 def _cpu_kernel_ready() -> bool:
     """Whether the cpu kernel loads (builds it if needed); a constant to ``torch.compile``."""
     return available("cpu")[0]
