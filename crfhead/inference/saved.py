@@ -335,7 +335,8 @@ def _corpus_meta(training: Mapping[str, Any] | None) -> dict[str, Any]:
     if not isinstance(corpus, dict):
         return {}
     cls = str(corpus.get("class_path", "")).rpartition(".")[2]
-    args = corpus.get("init_args") if isinstance(corpus.get("init_args"), dict) else {}
+    found = corpus.get("init_args")
+    args: dict[str, Any] = found if isinstance(found, dict) else {}
     if cls == "FinanceCorpus":
         return {"language": ["en"], "dataset": ("synthetic finance (crfhead)", "crfhead-finance")}
     if cls == "MSM2013Corpus":
