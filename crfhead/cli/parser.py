@@ -8,7 +8,16 @@ from crfhead.cli import configs, evaluate, export, lab, plot, predict
 from crfhead.cli.common import PROG, formatter
 from crfhead.cli.train import PASSTHROUGH
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "version"]
+
+
+def version() -> str:
+    """``crfhead <version> (torch <version>)``: what ``crfhead --version`` prints."""
+    import torch  # already imported by crfhead itself
+
+    import crfhead
+
+    return f"{PROG} {crfhead.__version__} (torch {torch.__version__})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=formatter,
     )
     parser.add_argument("--verbose", action="store_true", help="show tracebacks on errors")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=version(),
+        help="print crfhead's and torch's versions",
+    )
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     for name, text in PASSTHROUGH.items():
         sub.add_parser(name, help=text, add_help=False)
