@@ -28,7 +28,8 @@ valid path wherever the windows' paths are (validity is a property of starts, en
 pairs). Only where no such position exists in the overlap (an entity or a disagreement covering all
 of it) is the cut made at the centre; the tags are then repaired to the scheme
 (:func:`crfhead.schemes.repair_tags`) and an entity that no single window decoded has probability
-``None``.
+``None``. An overlap under two tokens leaves nothing to compare: the seam is a hard cut at the
+start of the next window, treated the same way.
 """
 
 from __future__ import annotations
