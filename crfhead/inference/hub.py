@@ -1,4 +1,4 @@
-"""Models on the Hugging Face Hub: :func:`resolve_model_path` (loading) and :func:`push_to_hub`.
+"""Models on the Hugging Face Hub, loading: :func:`resolve_model_path` of ``org/name[@revision]``.
 
 ``crfhead.load("org/name")`` (or ``"org/name@revision"``) loads a model repository when no local
 path of that name exists: :func:`resolve_model_path` downloads (or finds in the cache) the files a
@@ -20,35 +20,21 @@ Decisions:
   (a pickle, a script) are never fetched;
 * the token is the Hub's usual one (``HF_TOKEN`` or ``hf auth login``); pushing takes ``token=``.
 
-:func:`push_to_hub` writes the model folder with :func:`~crfhead.inference.saved.save_folder` into a
-temporary folder (from a :class:`~crfhead.inference.TextTagger`, or re-saved from a saved folder
-after reading it with every check) and uploads it with ``HfApi.create_repo(exist_ok=True)`` and
-``HfApi.upload_folder``; ``api=`` takes any object with those two methods (tests use a local one).
+Pushing is :func:`crfhead.inference.hub_push.push_to_hub` (it saves with :mod:`~crfhead.inference.saved`,
+which reads Hub ids through this module: two files keep the imports pointing one way).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tempfile
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from crfhead.inference.saved import (
-    BACKBONE,
-    CARD,
-    CONFIG,
-    VOCABS,
-    WEIGHTS,
-    read_model,
-    save_folder,
-)
+__all__ = ["ALLOW_PATTERNS", "parse_repo_id", "resolve_model_path", "valid_repo_id"]
 
-__all__ = ["ALLOW_PATTERNS", "parse_repo_id", "push_to_hub", "resolve_model_path"]
-
-ALLOW_PATTERNS = [CONFIG, VOCABS, WEIGHTS, CARD, f"{BACKBONE}/*"]
-"""The files of a saved folder: the only ones downloaded from a repository."""
+ALLOW_PATTERNS = ["config.json", "vocabs.json", "model.safetensors", "README.md", "backbone/*"]
+"""The files of a saved folder (:mod:`crfhead.inference.saved`, which imports this module): the
+only ones downloaded from a repository."""
 
 _SEGMENT = re.compile(r"[A-Za-z0-9](?:[\w.-]{0,94}[A-Za-z0-9_])?")
 _FILE_SUFFIXES = frozenset(
@@ -61,6 +47,12 @@ _TRUE = frozenset({"1", "on", "yes", "true"})
 def _valid_segment(part: str) -> bool:
     """The Hub's rule for an owner or a name (``--`` and ``..`` are refused there too)."""
     return bool(_SEGMENT.fullmatch(part)) and "--" not in part and ".." not in part
+
+
+def valid_repo_id(repo_id: str) -> bool:
+    """Whether ``repo_id`` is ``owner/name`` by the Hub's rules (no revision, no local check)."""
+    parts = repo_id.split("/")
+    return len(parts) == 2 and all(_valid_segment(p) for p in parts)
 
 
 def parse_repo_id(path: str) -> tuple[str, str | None] | None:
@@ -143,8 +135,6 @@ def resolve_model_path(
         RevisionNotFoundError,
     )
 
-    from crfhead.inference.saved import _version
-
     offline, cache = _offline(), _cache(cache_dir)
     what = f"no model at {str(path)!r}: not a local path, and Hub model {repo_id}"
     rev = f" (revision {revision})" if revision else ""
@@ -157,7 +147,6 @@ def resolve_model_path(
             local_files_only=offline,
             allow_patterns=ALLOW_PATTERNS,
             library_name="crfhead",
-            library_version=_version(),
         )
     except GatedRepoError:
         raise FileNotFoundError(
@@ -187,71 +176,3 @@ def resolve_model_path(
     except HfHubHTTPError as err:
         raise OSError(f"{repo_id}: the Hugging Face Hub answered: {_first_line(err)}") from None
     return Path(str(folder))
-
-
-_CARD_KEYS = frozenset({"license", "language", "datasets", "tags", "name"})
-
-
-def push_to_hub(
-    tagger_or_folder: Any,
-    repo_id: str,
-    *,
-    private: bool = False,
-    commit_message: str = "Upload crfhead model",
-    token: str | None = None,
-    api: Any = None,
-    card: Mapping[str, Any] | None = None,
-) -> str:
-    """Upload a model to a Hub model repository (created if missing); return the commit's URL.
-
-    Args:
-        tagger_or_folder: a :class:`~crfhead.inference.TextTagger`, or the path of a saved folder
-            (read with every check, then saved again: what is uploaded is always a fresh save).
-        repo_id: ``org/name``.
-        private: create the repository private (an existing one keeps its visibility).
-        commit_message: the commit's message.
-        token: a Hub token (default: the Hub's usual one, ``HF_TOKEN`` or ``hf auth login``).
-        api: an ``HfApi`` (default ``HfApi(token=token)``), or any object with its
-            ``create_repo`` and ``upload_folder``.
-        card: model card metadata (kept in ``config.json``): ``license`` (``"mit"``),
-            ``language`` (``"en"`` or a list), ``datasets`` and ``tags`` (lists of str), ``name``
-            (default ``repo_id``).
-
-    Raises:
-        ValueError: ``repo_id`` is not ``org/name``; an unknown ``card`` key; a folder that is
-            not a saved crfhead model.
-        TypeError: ``tagger_or_folder`` is neither a tagger nor a path.
-    """
-    parts = repo_id.split("/")
-    if not (len(parts) == 2 and all(_valid_segment(p) for p in parts)):
-        raise ValueError(f"repo_id must be 'org/name' (letters, digits, -, _, .), got {repo_id!r}")
-    meta = {"name": repo_id, **dict(card or {})}
-    bad = sorted(set(meta) - _CARD_KEYS)
-    if bad:
-        raise ValueError(f"unknown card keys {bad}; allowed: {sorted(_CARD_KEYS)}")
-    if isinstance(tagger_or_folder, str | Path):
-        files = read_model(tagger_or_folder)
-        model, config, vocabs, report = files.build(), files.config, files.vocabs, files.report
-    elif all(hasattr(tagger_or_folder, a) for a in ("model", "config", "vocabs")):
-        t = tagger_or_folder
-        model, config, vocabs, report = t.model, t.config, t.vocabs, getattr(t, "report", None)
-    else:
-        raise TypeError(
-            f"push_to_hub takes a TextTagger or a saved folder's path, got "
-            f"{type(tagger_or_folder).__name__}"
-        )
-    if api is None:
-        from huggingface_hub import HfApi
-
-        api = HfApi(token=token)
-    with tempfile.TemporaryDirectory(prefix="crfhead-push-") as tmp:
-        folder = save_folder(Path(tmp) / "model", model, config, vocabs, report, card=meta)
-        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True, token=token)
-        info = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=str(folder),
-            repo_type="model",
-            commit_message=commit_message,
-            token=token,
-        )
-    return str(getattr(info, "commit_url", info))

@@ -15,8 +15,9 @@ import pytest
 from helpers import train_tiny_finance
 
 import crfhead
-from crfhead.inference import hub
-from crfhead.inference.hub import parse_repo_id, push_to_hub, resolve_model_path
+from crfhead.inference import hub, saved
+from crfhead.inference.hub import parse_repo_id, resolve_model_path
+from crfhead.inference.hub_push import push_to_hub
 from crfhead.inference.saved import read_model
 
 __all__: list[str] = []
@@ -233,13 +234,7 @@ def test_snapshot_download_gets_the_model_files_and_the_call_arguments(
     assert call["repo_id"] == "org/name" and call["repo_type"] == "model"
     assert call["revision"] == "v1" and call["cache_dir"] == str(tmp_path / "c")
     assert call["local_files_only"] is False and call["library_name"] == "crfhead"
-    assert call["allow_patterns"] == [
-        "config.json",
-        "vocabs.json",
-        "model.safetensors",
-        "README.md",
-        "backbone/*",
-    ]
+    assert call["allow_patterns"] == hub.ALLOW_PATTERNS
     monkeypatch.setenv("HF_HUB_OFFLINE", "yes")
     resolve_model_path("org/name")
     assert calls[1]["local_files_only"] is True and calls[1]["revision"] is None
@@ -384,4 +379,13 @@ def test_push_default_api_is_hfapi_with_the_token(
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeHfApi)
     push_to_hub(tagger, "org/name", token="secret")
     assert made == ["secret"]
-    assert hub.ALLOW_PATTERNS[-1] == "backbone/*"
+
+
+def test_the_files_downloaded_are_those_a_save_writes() -> None:
+    assert [
+        saved.CONFIG,
+        saved.VOCABS,
+        saved.WEIGHTS,
+        saved.CARD,
+        f"{saved.BACKBONE}/*",
+    ] == hub.ALLOW_PATTERNS
