@@ -249,7 +249,7 @@ def register_ops() -> None:
     ``forward_backward``, ``nll``) and the run-time check of the potentials
     (``refuse_non_finite``). The kernel itself is compiled on its first call if not cached.
     """
-    import crfhead.engine.backends.cpu.custom_ops  # noqa: F401
+    import crfhead.engine.backends.cpu.custom_ops
     import crfhead.engine.potentials  # noqa: F401
 
 
@@ -316,8 +316,8 @@ def export_model(
     K = len(labels)
     # Sizes above 1 in the example, so that no dimension is specialised to it.
     example = _example(model, names, 2, min(3, max_length) if max_length else 3)
-    with torch.no_grad():
-        per_edge = program.calibrated and program(*example)[4].dim() == 4
+    with torch.no_grad():  # the shape of the transitions, from one eager run of the engine's chain
+        per_edge = program.calibrated and ModelProgram(model)(*example)[4].dim() == 4
     out_shapes = {
         "tags": (["B", "T"], "int64"),
         "marginals": (["B", "T", "K"], "float32"),

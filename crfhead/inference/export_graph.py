@@ -10,8 +10,8 @@ Two ways to run the chain, chosen by ``chain``:
 * ``"engine"`` (``.pt2``): the engine's own functions, which trace to the CPU kernel's custom ops
   (``crfhead::viterbi``, ``crfhead::marginals``, ...): one program for every length, and the same
   numbers as the eager model, bit for bit.
-* ``"scan"`` (ONNX, which has no such ops): :func:`scan_chain`, the same recursions written with
-  ``torch.scan``, which the ONNX exporter translates to ONNX ``Scan`` nodes. The graph holds four
+* ``"scan"`` (ONNX, which has no such ops): :func:`chain_scans`, the same recursions written with
+  ``torch.scan``, which the ONNX exporter translates to ONNX ``Scan`` nodes. The graph holds two
   loops whatever the length (unrolling the portable backend's Python loop over ``T`` is what made
   ONNX export take minutes and fixed ``T``). Forward-backward runs in float64 (marginals within
   ``1e-7`` of the kernel's float32 ones), Viterbi in the potentials' dtype with the kernel's order
@@ -25,7 +25,7 @@ encoder is traced as it is; the transformer encoder is not exportable (it tokeni
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -36,7 +36,15 @@ from crfhead.engine.decode import mbr_potentials
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.model.tagger import Tagger
 
-__all__ = ["INPUT_FIELDS", "OUTPUTS", "ModelProgram", "TracedBiLSTM", "input_names", "scan_chain"]
+__all__ = [
+    "INPUT_FIELDS",
+    "OUTPUTS",
+    "ChainResult",
+    "ModelProgram",
+    "TracedBiLSTM",
+    "chain_scans",
+    "input_names",
+]
 
 INPUT_FIELDS = ("words", "chars", "features")
 """The batch fields a program may take (those the model reads, in this order), before ``mask``."""
@@ -65,6 +73,10 @@ def input_names(model: Tagger) -> list[str]:
     return [name for name in INPUT_FIELDS if name in needs] + ["mask"]
 
 
+ChainResult = tuple[Tensor | None, Tensor | None, Tensor | None]
+"""``(marginals, log_z, paths)`` of :func:`chain_scans`, ``None`` for what was not asked."""
+
+
 # ------------------------------------------------------------------------------ the chain by scan
 def _lse(x: Tensor, dim: int) -> Tensor:
     """Log-sum-exp over ``dim``, ``-inf`` (never NaN) where every entry is ``-inf``."""
@@ -78,131 +90,151 @@ def _per_step(pot: ChainPotentials) -> Tensor | None:
     if not pot.per_position:
         return None
     tr = pot.transitions  # (B, T-1, K, K)
-    return torch.cat([torch.zeros_like(tr[:, :1]), tr], 1).transpose(0, 1)  # row 0 unused
+    first = tr.new_zeros(tr.shape[0], 1, tr.shape[2], tr.shape[3])  # unused: nothing enters t = 0
+    return torch.cat([first, tr], 1).transpose(0, 1)
 
 
-def _forward(pot: ChainPotentials, em: Tensor, tr: Tensor, steps: Tensor | None) -> Tensor:
-    """Log forward scores ``(T, B, K)`` in ``em``'s dtype, carried over masked positions."""
-    from torch._higher_order_ops.scan import scan
-
-    B, K = em.shape[1], em.shape[2]
-    start = pot.start.to(em.dtype)
-    mask = pot.mask.transpose(0, 1)  # (T, B)
-
-    def step(
-        carry: tuple[Tensor, Tensor], x: tuple[Tensor, ...]
-    ) -> tuple[tuple[Tensor, Tensor], Tensor]:
-        alpha, started = carry
-        e, m = x[0], x[1]
-        into = tr if steps is None else x[2]
-        new = torch.where(started[:, None], _lse(alpha[:, :, None] + into, 1) + e, start + e)
-        alpha = torch.where(m[:, None], new, alpha)
-        return (alpha, started | m), alpha.clone()
-
-    xs = (em, mask) if steps is None else (em, mask, steps)
-    init = (em.new_zeros(B, K), torch.zeros(B, dtype=torch.bool, device=em.device))
-    out: Tensor = scan(step, init, xs)[1]
-    return out
+def _zeros(B: int, like: Tensor, dtype: torch.dtype = torch.bool) -> Tensor:
+    return torch.zeros(B, dtype=dtype, device=like.device)
 
 
-def _backward(pot: ChainPotentials, em: Tensor, tr: Tensor, steps: Tensor | None) -> Tensor:
-    """Log backward scores ``(T, B, K)``: ``beta_t`` from the next unmasked position on."""
-    from torch._higher_order_ops.scan import scan
-
-    B, K = em.shape[1], em.shape[2]
-    end = pot.end.to(em.dtype)
-    mask = pot.mask.transpose(0, 1)
-
-    def step(carry: tuple[Tensor, ...], x: tuple[Tensor, ...]) -> tuple[tuple[Tensor, ...], Tensor]:
-        # ahead: emissions + beta at the next unmasked position; into: the edges entering it.
-        ahead, has = carry[0], carry[1]
-        into = tr if steps is None else carry[2]
-        e, m = x[0], x[1]
-        beta = torch.where(has[:, None], _lse(into + ahead[:, None, :], 2), end.expand(B, K))
-        ahead = torch.where(m[:, None], e + beta, ahead)
-        if steps is None:
-            return (ahead, has | m), beta.clone()
-        into = torch.where(m[:, None, None], x[2], into)
-        return (ahead, has | m, into), beta.clone()
-
-    init: tuple[Tensor, ...] = (
-        em.new_zeros(B, K),
-        torch.zeros(B, dtype=torch.bool, device=em.device),
-    )
-    xs: tuple[Tensor, ...] = (em, mask)
-    if steps is not None:
-        init, xs = (*init, torch.zeros_like(steps[0])), (em, mask, steps)
-    out: Tensor = scan(step, init, xs, reverse=True)[1]
-    return out
+Step = Callable[
+    [tuple[Tensor, ...], tuple[Tensor, ...], tuple[Tensor, ...]],
+    tuple[tuple[Tensor, ...], tuple[Tensor, ...]],
+]
+"""A scan step: ``(carry, x, consts) -> (next carry, outputs)``."""
 
 
-def _viterbi(pot: ChainPotentials) -> Tensor:
-    """Best paths ``(B, T)`` int64, ``-1`` where masked, ties to the lowest tag (the kernel's rule)."""
-    from torch._higher_order_ops.scan import scan
+def _scan(
+    step: Step,
+    init: tuple[Tensor, ...],
+    xs: tuple[Tensor, ...],
+    consts: tuple[Tensor, ...],
+    reverse: bool = False,
+) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+    """``torch.scan`` over dim 0 of ``xs``, the step's constant tensors passed explicitly.
 
+    Calls the scan operator itself rather than ``torch.scan``, which first compiles the step with
+    dynamo (most of the export time, and nothing gained: the steps are plain tensor code); the
+    constants are the operator's ``additional_inputs``, so the step closes over no tensor.
+    """
+    from torch._higher_order_ops.scan import scan_op
+
+    n, m = len(init), len(xs)
+
+    def flat(*args: Tensor) -> list[Tensor]:
+        carry, ys = step(args[:n], args[n : n + m], args[n + m :])
+        return [*carry, *ys]
+
+    if reverse:
+        xs = tuple(x.flip(0) for x in xs)
+    out = scan_op(flat, list(init), list(xs), tuple(consts))
+    carry, ys = tuple(out[:n]), tuple(out[n:])
+    if reverse:
+        ys = tuple(y.flip(0) for y in ys)
+    return carry, ys
+
+
+def chain_scans(pot: ChainPotentials, *, sums: bool = True, best: bool = True) -> ChainResult:
+    """Marginals and ``log Z`` (``sums``) and the Viterbi paths (``best``) of ``pot`` in two scans.
+
+    One forward scan carries the log forward scores (float64) and the max-product scores with their
+    back-pointers (the potentials' dtype); one reverse scan carries the backward scores and walks
+    the back-pointers. Masked positions carry the state over, so holes are skipped as the engine
+    skips them.
+
+    Returns:
+        ``(marginals (B, T, K) or None, log_z (B,) or None, paths (B, T) int64 or None)``: the
+        marginals 0 and the paths ``-1`` where masked; a row with no allowed path has path all
+        ``-1``, as :func:`crfhead.engine.viterbi` says.
+    """
     em = pot.emissions.transpose(0, 1)  # (T, B, K)
     B, K = em.shape[1], em.shape[2]
-    mask = pot.mask.transpose(0, 1)
-    steps = _per_step(pot)
-    tr = pot.transitions
+    mask = pot.mask.transpose(0, 1)  # (T, B)
+    em64 = em.double()
+    steps = _per_step(pot)  # (T, B, K, K) or None
+    shared = steps is None
+    # The step's constants: (transitions in float64 and as given, start, end) as given, then float64.
+    consts = (
+        pot.transitions.double(),
+        pot.transitions,
+        pot.start,
+        pot.end,
+        pot.start.double(),
+        pot.end.double(),
+    )
 
-    def forward(
-        carry: tuple[Tensor, Tensor], x: tuple[Tensor, ...]
-    ) -> tuple[tuple[Tensor, Tensor], Tensor]:
-        delta, started = carry
-        e, m = x[0], x[1]
-        into = tr if steps is None else x[2]
-        best, arg = (delta[:, :, None] + into).max(1)  # (B, K): the best previous tag of each
-        new = torch.where(started[:, None], best + e, pot.start + e)
-        delta = torch.where(m[:, None], new, delta)
-        return (delta, started | m), arg
+    def ahead(
+        carry: tuple[Tensor, ...], x: tuple[Tensor, ...], c: tuple[Tensor, ...]
+    ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+        started, alpha, delta = carry
+        m, e64, e = x[0], x[1], x[2]
+        into64, into = (c[0], c[1]) if shared else (x[3], x[4])
+        ys: list[Tensor] = []
+        if sums:
+            new = _lse(alpha[:, :, None] + into64, 1) + e64
+            alpha = torch.where(m[:, None], torch.where(started[:, None], new, c[4] + e64), alpha)
+            ys.append(alpha.clone())
+        if best:
+            top, arg = (delta[:, :, None] + into).max(1)  # (B, K): the best previous tag of each
+            new = torch.where(started[:, None], top + e, c[2] + e)
+            delta = torch.where(m[:, None], new, delta)
+            ys.append(arg)
+        return (started | m, alpha.clone(), delta.clone()), tuple(ys)  # no carry aliased
 
-    xs = (em, mask) if steps is None else (em, mask, steps)
-    init = (em.new_zeros(B, K), torch.zeros(B, dtype=torch.bool, device=em.device))
-    (last_delta, _), pointers = scan(forward, init, xs)  # pointers (T, B, K)
+    xs: tuple[Tensor, ...] = (mask, em64, em)
+    if steps is not None:
+        xs = (*xs, steps.double(), steps)
+    init = (_zeros(B, em), em64.new_zeros(B, K), em.new_zeros(B, K))
+    (_, last_alpha, last_delta), ys = _scan(ahead, init, xs, consts)
+    alphas = ys[0] if sums else None
+    pointers = ys[-1] if best else None
     last = (last_delta + pot.end).argmax(1)  # (B,)
 
     def back(
-        carry: tuple[Tensor, Tensor], x: tuple[Tensor, Tensor]
-    ) -> tuple[tuple[Tensor, Tensor], Tensor]:
-        pending, placed = carry  # the tag of the next unmasked position's predecessor
-        pointer, m = x
-        tag = torch.where(placed, pending, last)
-        before = pointer.gather(1, tag[:, None])[:, 0]
-        out = torch.where(m, tag, torch.full_like(tag, -1))
-        return (torch.where(m, before, pending), placed | m), out
+        carry: tuple[Tensor, ...], x: tuple[Tensor, ...], c: tuple[Tensor, ...]
+    ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+        # later: emissions + beta at the next unmasked position; into: the edges entering it;
+        # pending: the tag its back-pointer gives this position.
+        has, later, into, pending = carry
+        m, e64 = x[0], x[1]
+        ys: list[Tensor] = []
+        if sums:
+            edges = c[0] if shared else into
+            beta = _lse(edges + later[:, None, :], 2)
+            beta = torch.where(has[:, None], beta, c[5].expand_as(beta))
+            later = torch.where(m[:, None], e64 + beta, later)
+            if not shared:
+                into = torch.where(m[:, None, None], x[-1], into)
+            ys.append(beta.clone())
+        if best:
+            tag = torch.where(has, pending, c[6])
+            before = x[2].gather(1, tag[:, None])[:, 0]
+            ys.append(torch.where(m, tag, torch.full_like(tag, -1)))
+            pending = torch.where(m, before, pending)
+        return (has | m, later.clone(), into.clone(), pending.clone()), tuple(ys)
 
-    init_back = (
-        torch.zeros(B, dtype=torch.long, device=em.device),
-        torch.zeros(B, dtype=torch.bool, device=em.device),
-    )
-    paths = scan(back, init_back, (pointers, mask), reverse=True)[1].transpose(0, 1)  # (B, T)
-    # A row with no allowed path (best score -inf) has no path, as the engine says.
-    lost = ~torch.isfinite((last_delta + pot.end).amax(1)) & pot.nonempty
-    out: Tensor = torch.where(lost[:, None], torch.full_like(paths, -1), paths)
-    return out
-
-
-def scan_chain(pot: ChainPotentials) -> tuple[Tensor, Tensor]:
-    """Node marginals ``(B, T, K)`` (0 where masked) and ``log Z`` ``(B,)`` by ``torch.scan``.
-
-    The forward-backward of :func:`crfhead.engine.marginals` and :func:`crfhead.engine.log_partition`
-    in float64 (see the module docstring); results in the potentials' dtype.
-    """
-    em = pot.emissions.transpose(0, 1).double()  # (T, B, K)
-    tr = pot.transitions.double()
-    steps = _per_step(pot)
-    steps = None if steps is None else steps.double()
-    alphas = _forward(pot, em, tr, steps)
-    betas = _backward(pot, em, tr, steps)
-    last = alphas[-1]  # masked positions carry the last unmasked alpha forward
-    log_z = torch.where(
-        pot.nonempty, _lse(last + pot.end.double(), 1), torch.zeros_like(last[:, 0])
-    )
-    gamma = torch.exp(alphas + betas - log_z[None, :, None]).transpose(0, 1)  # (B, T, K)
-    gamma = torch.where(pot.mask[..., None], gamma, torch.zeros_like(gamma))
-    dtype = pot.emissions.dtype
-    return gamma.to(dtype), log_z.to(dtype)
+    xs = (mask, em64)
+    if best and pointers is not None:
+        xs = (*xs, pointers)
+    if steps is not None:
+        xs = (*xs, steps.double())
+    into0 = em64.new_zeros(()) if steps is None else torch.zeros_like(steps[0]).double()
+    init = (_zeros(B, em), em64.new_zeros(B, K), into0, _zeros(B, em, torch.long))
+    ys = _scan(back, init, xs, (*consts, last), reverse=True)[1]
+    gamma = log_z = paths = None
+    if sums and alphas is not None:
+        log_z64 = torch.where(
+            pot.nonempty, _lse(last_alpha + consts[5], 1), torch.zeros_like(last_alpha[:, 0])
+        )
+        g = torch.exp(alphas + ys[0] - log_z64[None, :, None]).transpose(0, 1)  # (B, T, K)
+        gamma = torch.where(pot.mask[..., None], g, torch.zeros_like(g)).to(em.dtype)
+        log_z = log_z64.to(em.dtype)
+    if best:
+        found = ys[-1].transpose(0, 1)  # (B, T)
+        lost = ~torch.isfinite((last_delta + pot.end).amax(1)) & pot.nonempty
+        paths = torch.where(lost[:, None], torch.full_like(found, -1), found)
+    return gamma, log_z, paths
 
 
 # ------------------------------------------------------------------------------ the BiLSTM
@@ -346,21 +378,23 @@ class ModelProgram(nn.Module):
                 return (tags,)
             gamma, log_z = engine.marginals(pot), engine.log_partition(pot)
         else:
-            gamma, log_z = scan_chain(pot)
-            tags = _scan_decode(pot, gamma, head.decoder)
+            gamma, log_z, tags = _scan_decode(pot, head.decoder)
             if not head.calibrated:
                 return (tags,)
         return (tags, gamma, log_z, *_potential_outputs(pot))
 
 
-def _scan_decode(pot: ChainPotentials, gamma: Tensor, decoder: str) -> Tensor:
-    """The head's ``decoder`` (:data:`~crfhead.heads.base.DECODERS`) on the scan chain."""
-    if decoder == "viterbi":
-        return _viterbi(pot)
+def _scan_decode(pot: ChainPotentials, decoder: str) -> tuple[Tensor, Tensor, Tensor]:
+    """Marginals, ``log Z`` and the head's ``decoder`` (:data:`~crfhead.heads.base.DECODERS`) by scan."""
+    gamma, log_z, paths = chain_scans(pot, best=decoder == "viterbi")
+    assert gamma is not None and log_z is not None
     if decoder == "posterior":
-        best = gamma.argmax(-1)
-        return torch.where(pot.mask, best, torch.full_like(best, -1))
-    return _viterbi(mbr_potentials(pot, gamma))
+        top = gamma.argmax(-1)
+        paths = torch.where(pot.mask, top, torch.full_like(top, -1))
+    elif decoder == "posterior_valid":
+        paths = chain_scans(mbr_potentials(pot, gamma), sums=False)[2]
+    assert paths is not None
+    return gamma, log_z, paths
 
 
 def _potential_outputs(pot: ChainPotentials) -> Sequence[Tensor]:

@@ -101,7 +101,7 @@ class ExportedTagger:
                 got = x.dtype if isinstance(x, Tensor) else type(x).__name__
                 raise ValueError(f"input {spec['name']!r} must be a {want} tensor, got {got}")
         T = int(inputs["mask"].shape[1]) if inputs["mask"].dim() == 2 else -1
-        if self.max_length is not None and T > self.max_length:
+        if self.max_length is not None and self.max_length < T:
             raise ValueError(
                 f"sequences of length T = {T} are longer than this export's max_length = "
                 f"{self.max_length}: split them, or export again with a larger max_length"
