@@ -137,12 +137,12 @@ def _training_beside(path: Path, hparams: Mapping[str, Any]) -> dict[str, Any] |
         file = folder / "config.yaml"
         if not file.is_file():
             continue
-        try:
-            import yaml
+        import yaml  # a dependency of jsonargparse and datasets
 
+        try:
             loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, ImportError):
-            return None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            return None  # the card goes without it; the model itself is in the checkpoint
         if not isinstance(loaded, dict) or not isinstance(loaded.get("model"), dict):
             return None
         model = {k: v for k, v in loaded["model"].items() if k != "vocabs"}

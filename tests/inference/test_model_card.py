@@ -234,3 +234,52 @@ def test_error_save_with_bad_card_metadata_writes_nothing(
     with pytest.raises(ValueError, match="unknown model card keys"):
         save_folder(tmp_path / "x", tagger.model, tagger.config, tagger.vocabs, card={"x": 1})
     assert not (tmp_path / "x").exists()
+
+
+# The training config beside a checkpoint ---------------------------------------------------------
+
+RUN_CONFIG = """# pytorch_lightning==2.6.6
+seed_everything: 7
+trainer:
+  accelerator: cpu
+  max_epochs: 12
+  logger:
+    class_path: pytorch_lightning.loggers.CSVLogger
+model:
+  encoder: null
+  head:
+    class_path: crfhead.heads.CRF
+  vocabs: {labels: {labels: [O]}}
+  lr: 0.1
+data:
+  corpus:
+    class_path: crfhead.data.corpora.FinanceCorpus
+    init_args: {train_docs: 8}
+  batch_size: 8
+"""
+
+
+def test_training_config_beside_a_checkpoint(tmp_path: Path) -> None:
+    version = tmp_path / "runs" / "x" / "version_0"
+    (version / "checkpoints").mkdir(parents=True)
+    (version / "config.yaml").write_text(RUN_CONFIG)
+    ckpt = version / "checkpoints" / "last.ckpt"  # only its place is read here
+    hparams = {"head": {"class_path": "crfhead.heads.CRF"}, "encoder": None}
+    assert saved._training_beside(ckpt, hparams) == {
+        "seed_everything": 7,
+        "model": {"encoder": None, "head": {"class_path": "crfhead.heads.CRF"}, "lr": 0.1},
+        "trainer": {"max_epochs": 12},
+        "data": {
+            "corpus": {
+                "class_path": "crfhead.data.corpora.FinanceCorpus",
+                "init_args": {"train_docs": 8},
+            },
+            "batch_size": 8,
+        },
+    }
+    other = {"head": {"class_path": "crfhead.heads.MEMM"}}
+    assert saved._training_beside(ckpt, other) is None  # another run's config
+    (version / "config.yaml").write_text("model: [unclosed")
+    assert saved._training_beside(ckpt, hparams) is None
+    (version / "config.yaml").unlink()
+    assert saved._training_beside(ckpt, hparams) is None
