@@ -4,20 +4,47 @@ Input is read by :mod:`crfhead.data.inputs` (a file or stdin). CoNLL out of CoNL
 input line (every column, the gold tags, ``-DOCSTART-`` and blank lines) and appends the prediction
 as a new last column (:func:`crfhead.data.conll.echo_conll`), so the output is scored as it is;
 CoNLL out of other input is ``token tag`` lines; JSON lines out carry each entity's character offsets
-and exact span probability (:mod:`crfhead.data.outputs`). Output that only broken weights produce is
-refused by :class:`~crfhead.inference.TextTagger`, and nothing is written then.
+and exact span probability (:mod:`crfhead.data.outputs`).
+
+The input is tagged as it arrives (:class:`crfhead.data.inputs.InputStream`): in batches of
+``--batch-size`` records, a batch ended early whenever the input has nothing more ready, each batch's
+lines written and flushed as soon as it is tagged; so ``crfhead predict`` answers each line of an
+interactive or slow pipe at once, and reads a file ``--batch-size`` records at a time. Text and JSON
+lines give exactly one output line per input line: a blank line gives a record with nothing in it
+(JSON lines: ``{"text": "", "tokens": [], "tags": [], "entities": []}``; ``token tag`` output: an
+empty sentence, one blank line). CoNLL is tagged sentence by sentence, each echoed once the blank
+line after it is read. With ``--group`` other than ``none`` the whole input is read first (a group
+decoder decodes its texts jointly). At the end stderr says ``read N lines, wrote M lines``.
+
+An error in the input (a malformed JSON line, bytes that are not UTF-8, a bad CoNLL line) names the
+file and line and exits with status 2 when the reader reaches it; every line before it has been
+tagged and written by then (the output holds exactly the records of the lines before it). Output
+that only broken weights produce is refused by :class:`~crfhead.inference.TextTagger`: that batch is
+not written.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from crfhead.cli.common import Subparsers, add_model_options, formatter, load_tagger
-from crfhead.data.conll import echo_conll
-from crfhead.data.inputs import INPUT_FORMATS, STDIN, input_format, read_input
-from crfhead.data.outputs import OUTPUT_FORMATS, STDOUT, json_line, token_tag_lines, write_lines
+from crfhead.cli.common import Subparsers, add_model_options, formatter, load_tagger, say
+from crfhead.data.conll import echo_conll, token_lines
+from crfhead.data.inputs import INPUT_FORMATS, STDIN, InputRecord, batches, input_format, open_input
+from crfhead.data.outputs import (
+    EMPTY_RECORD,
+    OUTPUT_FORMATS,
+    STDOUT,
+    LineWriter,
+    json_line,
+    token_tag_lines,
+)
 from crfhead.inference.text_tagger import GROUP_MODES
+
+if TYPE_CHECKING:
+    from crfhead.inference import TextTagger
 
 __all__ = ["add_parser", "run"]
 
@@ -79,36 +106,77 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Tag ``ns.input`` with ``ns.model`` and write ``ns.output``; returns the exit status (0).
+    """Tag ``ns.input`` with ``ns.model`` and write ``ns.output`` as the input arrives; returns 0.
 
     Raises:
         IsADirectoryError: the output is a folder.
-        ValueError: raw text for a model whose tokenizer is unknown; what the reader refuses.
+        ValueError: raw text for a model whose tokenizer is unknown; what the reader refuses (the
+            output then holds every line before the offending one).
     """
     fmt = input_format(ns.input, ns.input_format)
     out_fmt = ns.output_format or ("conll" if fmt == "conll" else "jsonl")
     if ns.output != STDOUT and Path(ns.output).is_dir():
         raise IsADirectoryError(f"output is a folder, not a file: {ns.output}")
+    if ns.group == "document" and fmt != "conll":
+        raise ValueError("--group document needs CoNLL input (documents by -DOCSTART-)")
     tagger = load_tagger(ns.model, ns.device)
-    read = read_input(ns.input, fmt, separator=ns.separator, tokenized=ns.tokenized)
-    if tagger.tokenizer is None and any(isinstance(item, str) for item in read.items):
+    if fmt == "text" and not ns.tokenized:
+        _refuse_raw_text(tagger, ns.model)
+    # A group decoder decodes its texts jointly: the whole input is one batch then.
+    streaming = ns.group == "none"
+    size = ns.batch_size if streaming else sys.maxsize
+    with (
+        open_input(ns.input, fmt, separator=ns.separator, tokenized=ns.tokenized) as source,
+        LineWriter(ns.output) as out,
+    ):
+        try:
+            for batch in batches(source, size, source.ready if streaming else lambda: True):
+                out.write(_tagged_lines(tagger, batch, ns, fmt, out_fmt))
+        finally:
+            say(f"read {source.lines_read} lines, wrote {out.written} lines")
+    return 0
+
+
+def _refuse_raw_text(tagger: TextTagger, model: str) -> None:
+    """Raise if ``tagger`` cannot tokenise raw text (its tokenizer is unknown)."""
+    if tagger.tokenizer is None:
         raise ValueError(
-            f"{ns.model}: the tokenizer this model was trained with is unknown, so raw text "
+            f"{model}: the tokenizer this model was trained with is unknown, so raw text "
             "cannot be tokenised as its training data was; give tokens instead (--tokenized, "
             'CoNLL input, or JSON lines with "tokens")'
         )
-    if ns.group == "document" and fmt != "conll":
-        raise ValueError("--group document needs CoNLL input (documents by -DOCSTART-)")
+
+
+def _tagged_lines(
+    tagger: TextTagger, batch: list[InputRecord], ns: argparse.Namespace, fmt: str, out_fmt: str
+) -> list[str]:
+    """The output lines of one batch of records, in input order (one per line for text and JSONL)."""
+    todo = [record for record in batch if record.item is not None]
+    if any(isinstance(record.item, str) for record in todo):
+        _refuse_raw_text(tagger, ns.model)
     if fmt == "conll":
-        tagged = tagger.predict_sentences(read.sentences, batch_size=ns.batch_size, group=ns.group)
+        sentences = [r.sentence for r in todo if r.sentence is not None]
+        tagged = tagger.predict_sentences(
+            sentences, batch_size=ns.batch_size, progress=False, group=ns.group
+        )
     else:
-        tagged = tagger.annotate(read.items, batch_size=ns.batch_size, group=ns.group)
-    if out_fmt == "jsonl":
-        lines = [json_line(r.to_dict(), ident) for r, ident in zip(tagged, read.ids, strict=True)]
-    elif fmt == "conll":
-        tags = [tag for record in tagged for tag in record.tags]
-        lines = echo_conll(read.lines, read.token_lines, tags, ns.separator)
-    else:
-        lines = token_tag_lines((r.text, r.tokens, r.tags) for r in tagged)
-    write_lines(ns.output, lines)
-    return 0
+        items = [r.item for r in todo if r.item is not None]
+        tagged = tagger.annotate(items, batch_size=ns.batch_size, progress=False, group=ns.group)
+    done = iter(tagged)
+    lines: list[str] = []
+    for record in batch:
+        result = None if record.item is None else next(done)
+        if out_fmt == "jsonl":
+            if result is not None:
+                lines.append(json_line(result.to_dict(), record.ident))
+            elif fmt != "conll":  # a blank line: a record with nothing in it
+                lines.append(json_line(EMPTY_RECORD, None))
+        elif fmt == "conll":
+            at = token_lines(record.lines, separator=ns.separator)
+            tags = [] if result is None else result.tags
+            lines.extend(echo_conll(record.lines, at, tags, ns.separator))
+        elif result is None:
+            lines.append("")  # an empty sentence: its blank line
+        else:
+            lines.extend(token_tag_lines([(result.text, result.tokens, result.tags)]))
+    return lines

@@ -11,7 +11,8 @@ after it for a column count). Lines end at ``\n``, ``\r\n`` and ``\r`` only
 (:func:`crfhead.data.textfile.read_lines`). A line of spaces and tabs only is blank.
 
 :func:`read_conll` returns the sentences and a :class:`~crfhead.data.sentence.ReadReport`
-(:func:`parse_conll` does the same for lines already read, such as stdin's). A line with
+(:func:`parse_conll` does the same for lines already read, such as stdin's; :func:`iter_conll` yields
+each sentence as soon as the line ending it is read, for a stream). A line with
 too few columns names the file and line; a tag outside the input scheme names the tag, file and line;
 an invalid tag sequence (``I-X`` after ``O`` in BIO) is repaired with a warning and counted; an empty
 sentence (a run of blank lines) is skipped and counted.
@@ -33,7 +34,7 @@ line and column kept, with one more column (a prediction) appended to each token
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
@@ -47,6 +48,7 @@ __all__ = [
     "CoNLLFormatError",
     "echo_conll",
     "is_blank",
+    "iter_conll",
     "parse_conll",
     "read_conll",
     "split_columns",
@@ -179,10 +181,48 @@ def parse_conll(
     Raises:
         CoNLLFormatError: as :func:`read_conll`.
     """
+    report = ReadReport(source=name)
+    sentences = list(
+        iter_conll(
+            lines,
+            report=report,
+            name=name,
+            token_col=token_col,
+            tag_col=tag_col,
+            columns=columns,
+            scheme=scheme,
+            separator=separator,
+            docstart=docstart,
+        )
+    )
+    return sentences, report
+
+
+def iter_conll(
+    lines: Iterable[str],
+    *,
+    report: ReadReport,
+    name: str,
+    token_col: int = 0,
+    tag_col: int | None = -1,
+    columns: Mapping[str, int] | None = None,
+    scheme: str = "BIO",
+    separator: str | None = None,
+    docstart: str = DOCSTART,
+) -> Iterator[Sentence]:
+    """:func:`parse_conll` as a generator: each sentence as soon as the line that ends it is read.
+
+    A sentence ends at the blank line or ``-DOCSTART-`` line after it (read before the sentence is
+    yielded) or at the end of ``lines``; ``lines`` is read no further than that, so a stream is
+    parsed as it arrives. What :func:`parse_conll` reports is counted into ``report``.
+
+    Raises:
+        CoNLLFormatError: as :func:`read_conll`, when the stream reaches the line.
+    """
     columns = dict(columns or {})
     stem = Path(name).stem
-    report = ReadReport(source=name)
-    sentences: list[Sentence] = []
+    pending: list[Sentence] = []  # what flush() made, yielded by the loop
+    made = 0  # sentences made so far
     doc = 0
     tokens: list[str] = []
     tags: list[str] = []
@@ -195,9 +235,10 @@ def parse_conll(
     needed = max(c + 1 if c >= 0 else -c for c in used)  # columns a line must have
 
     def flush() -> None:
-        nonlocal tokens, tags, extra
+        nonlocal tokens, tags, extra, made
         if tokens:
-            sentences.append(
+            made += 1
+            pending.append(
                 Sentence(
                     tokens=tokens,
                     tags=tags if tag_col is not None else None,
@@ -213,6 +254,8 @@ def parse_conll(
             if not tokens and prev_blank:
                 report.skipped_empty += 1
             flush()
+            yield from pending
+            pending.clear()
             prev_blank = True
             continue
         fields = split_columns(line, separator)
@@ -220,8 +263,10 @@ def parse_conll(
             if tokens:
                 report.count(DOCSTART_IN_SENTENCE, f"{name}, line {lineno}")
             flush()
-            if report.documents or sentences:
+            if report.documents or made:
                 doc += 1
+            yield from pending
+            pending.clear()
             report.documents += 1
             prev_blank = False
             continue
@@ -263,7 +308,7 @@ def parse_conll(
         for key, col in columns.items():
             extra[key].append(fields[col])
     flush()
-    return sentences, report
+    yield from pending
 
 
 def write_conll(

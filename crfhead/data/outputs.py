@@ -1,8 +1,10 @@
-r"""Tagged text written out: JSON lines, or ``token tag`` lines; to a file or stdout.
+r"""Tagged text written out: JSON lines, or ``token tag`` lines; to a file or stdout, whole or as it comes.
 
 The CoNLL echo of a CoNLL input (every input line and column kept, the prediction appended) is
 :func:`crfhead.data.conll.echo_conll`. Files are written as UTF-8, a newline after every line; the
-folder of an output file is created.
+folder of an output file is created. :class:`LineWriter` writes batch by batch, flushing each: the
+file is opened at the first write (so an error before any output leaves no file), and created empty
+when the run ends with nothing to write.
 
 A JSON line is one line for every reader: ``json.dumps(..., ensure_ascii=False)`` keeps text
 readable but leaves U+0085, U+2028 and U+2029 raw, which :meth:`str.splitlines` (and JavaScript
@@ -17,16 +19,28 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from types import TracebackType
+from typing import Any, BinaryIO, TextIO
 
 from crfhead.data.tokenize import Token
 
-__all__ = ["OUTPUT_FORMATS", "STDOUT", "json_line", "token_tag_lines", "write_lines"]
+__all__ = [
+    "EMPTY_RECORD",
+    "OUTPUT_FORMATS",
+    "STDOUT",
+    "LineWriter",
+    "json_line",
+    "token_tag_lines",
+    "write_lines",
+]
 
 OUTPUT_FORMATS = ("conll", "jsonl")
 """The formats tagged text is written in."""
 STDOUT = "-"
 """The output spec that names stdout."""
+
+EMPTY_RECORD: dict[str, Any] = {"text": "", "tokens": [], "tags": [], "entities": []}
+"""The JSON line of a blank input line: nothing tagged (the output keeps one line per input line)."""
 
 # Every character str.splitlines() ends a line at, but "\n" and "\r" (json.dumps escapes those,
 # and every control character below U+0020, already): each is written as its \uXXXX escape.
@@ -75,3 +89,68 @@ def write_lines(spec: str, lines: Sequence[str]) -> None:
     path = Path(spec)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+class LineWriter:
+    """Lines written as they come to the file ``spec`` (its folder created) or stdout (``-``), UTF-8.
+
+    Each :meth:`write` is flushed. A context manager: leaving it without an error creates an empty
+    file if nothing was written; with an error, what was written stays.
+
+    Attributes:
+        written: how many lines were written so far.
+    """
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.written = 0
+        self._out: BinaryIO | None = None
+
+    def _open(self) -> BinaryIO:
+        if self._out is None:
+            if self.spec == STDOUT:
+                sys.stdout.flush()
+                self._out = getattr(sys.stdout, "buffer", None)
+                if self._out is None:  # a text stream without bytes under it (a test's StringIO)
+                    self._out = _TextSink(sys.stdout)
+            else:
+                path = Path(self.spec)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._out = path.open("wb")
+        return self._out
+
+    def write(self, lines: Sequence[str]) -> None:
+        """Write ``lines``, a newline after each, and flush them."""
+        if not lines:
+            return
+        out = self._open()
+        out.write("".join(f"{line}\n" for line in lines).encode("utf-8"))
+        out.flush()
+        self.written += len(lines)
+
+    def __enter__(self) -> LineWriter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if error is None:
+            self._open()
+        if self._out is not None and self.spec != STDOUT:
+            self._out.close()
+
+
+class _TextSink:
+    """A text stream written to as a binary one (UTF-8)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, data: bytes) -> int:
+        return self._stream.write(data.decode("utf-8"))
+
+    def flush(self) -> None:
+        self._stream.flush()

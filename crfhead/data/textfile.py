@@ -2,7 +2,8 @@ r"""Reading input text files, and quoting their lines in error messages, the sam
 
 Every reader of user files (:mod:`crfhead.data.conll`, :mod:`crfhead.data.msm2013`, the command
 line's input, :mod:`crfhead.data.inputs`) goes through :func:`read_lines` (or, for bytes already read
-such as stdin's, :func:`decode_lines`), so the same input gives the same lines and the same errors:
+such as stdin's, :func:`decode_lines`; for a stream read as it arrives, :class:`LineStream`), so the
+same input gives the same lines and the same errors:
 
 * a UTF-8 byte-order mark at the start of the file is dropped (editors on Windows write one; left
   in, it glues itself to the first token: ``\ufeff-DOCSTART-`` is then a token, not a marker);
@@ -23,11 +24,16 @@ breaks, a binary file) gives a readable error rather than a megabyte of terminal
 
 from __future__ import annotations
 
+import os
 import re
+import select
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = [
     "QUOTE_LIMIT",
+    "LineStream",
     "TextEncodingError",
     "clip",
     "decode_lines",
@@ -144,17 +150,27 @@ def _encoding_error(path: Path, data: bytes, err: UnicodeDecodeError) -> TextEnc
     # Strict decoding stops at the first bad byte, so everything before it decodes: count its
     # lines with the same terminators as read_lines.
     before = _NEWLINE.split(data[: err.start].decode("utf-8"))
-    lineno, column = len(before), len(before[-1]) + 1
     start = err.start - len(before[-1].encode("utf-8"))
     newline = _BYTE_NEWLINE.search(data, err.start)
     end = newline.start() if newline else len(data)
-    line = data[start:end].decode("utf-8", errors="backslashreplace")
-    bad = " ".join(f"0x{b:02x}" for b in data[err.start : err.end])
+    return _line_error(path, len(before), data[start:end], err.start - start, err.end - start, data)
+
+
+def _line_error(
+    path: str | Path, lineno: int, raw: bytes, start: int, end: int, head: bytes
+) -> TextEncodingError:
+    """The error for line ``lineno`` (bytes ``raw``) whose bytes ``[start, end)`` are not UTF-8.
+
+    ``head`` is the start of the file, where a foreign byte-order mark is looked for.
+    """
+    column = len(raw[:start].decode("utf-8")) + 1
+    line = raw.decode("utf-8", errors="backslashreplace")
+    bad = " ".join(f"0x{b:02x}" for b in raw[start:end])
     hint = next(
         (
             f" (it starts with a {name} byte-order mark)"
             for bom, name in _FOREIGN_BOMS
-            if data.startswith(bom)
+            if head.startswith(bom)
         ),
         "",
     )
@@ -162,3 +178,117 @@ def _encoding_error(path: Path, data: bytes, err: UnicodeDecodeError) -> TextEnc
         f"{path}, line {lineno}, column {column}: not UTF-8 (byte {bad}){hint}; save the file "
         f"as UTF-8: {quote(line)}"
     )
+
+
+class LineStream:
+    r"""The lines of a binary stream as they arrive, by :func:`read_lines`'s rules, and whether more wait.
+
+    Iterating gives each line (no terminator; a leading UTF-8 byte-order mark dropped) as soon as
+    its terminator is read: ``\n``, ``\r\n`` or ``\r`` (a line ended by a lone ``\r`` is given
+    once the next byte shows it is not ``\r\n``), and the last line at the end of the stream. A
+    line that is not UTF-8 raises :class:`TextEncodingError` naming ``name``, the line and the column,
+    as :func:`read_lines` does, when the iteration reaches it.
+
+    :meth:`ready` says whether the next line can be had without waiting for the writer: a whole
+    line is buffered, the stream has ended, or its file descriptor has bytes to read (``select``;
+    always so for a regular file). A stream without a file descriptor (an in-memory one) is read
+    in chunks, and is ready while a chunk holds a whole line.
+
+    Attributes:
+        name: what errors call the stream.
+        count: the lines given so far.
+    """
+
+    CHUNK = 1 << 16
+    """The most bytes one read asks for."""
+
+    def __init__(self, source: BinaryIO, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self._source = source
+        self._buffer = bytearray()
+        self._ended = False
+        self._head = b""  # the first line's first bytes (a foreign byte-order mark is named)
+        self._started = False
+        try:
+            self._fd: int | None = source.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+            self._fd = None
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        while True:
+            raw = self._take()
+            if raw is not None:
+                return self._decode(raw)
+            if self._ended:
+                raise StopIteration
+            self._read()
+
+    def ready(self) -> bool:
+        """Whether the next line (or the end) can be read now, without waiting for more input."""
+        if self._ended or self._whole_line() is not None:
+            return True
+        if self._fd is None:
+            return False
+        try:
+            readable, _, _ = select.select([self._fd], [], [], 0)
+        except (OSError, ValueError):  # not selectable here: a batch ends at each line
+            return False
+        return bool(readable)
+
+    def _read(self) -> None:
+        if self._fd is not None:
+            chunk = os.read(self._fd, self.CHUNK)
+        else:
+            read1 = getattr(self._source, "read1", None)
+            chunk = read1(self.CHUNK) if read1 is not None else self._source.read(self.CHUNK)
+        if not chunk:
+            self._ended = True
+        self._buffer += chunk
+        # The first bytes are kept until they show whether they are a byte-order mark.
+        if not self._started and (
+            self._ended
+            or not _BOM.startswith(self._buffer[: len(_BOM)])
+            or len(self._buffer) >= len(_BOM)
+        ):
+            self._started = True
+            if self._buffer.startswith(_BOM):
+                del self._buffer[: len(_BOM)]
+
+    def _whole_line(self) -> tuple[int, int] | None:
+        """``(end, next)`` of the first buffered line with its terminator, if it is known."""
+        if not self._started:
+            return None
+        match = _BYTE_NEWLINE.search(self._buffer)
+        if match is None:
+            return (len(self._buffer), len(self._buffer)) if self._ended and self._buffer else None
+        end = match.start()
+        if self._buffer[end] == 0x0D:  # "\r": "\r\n" is one terminator
+            if end + 1 == len(self._buffer) and not self._ended:
+                return None  # the next byte decides
+            if self._buffer[end + 1 : end + 2] == b"\n":
+                return end, end + 2
+        return end, end + 1
+
+    def _take(self) -> bytes | None:
+        if not self._started and not self._ended:
+            return None
+        found = self._whole_line()
+        if found is None:
+            return None
+        end, following = found
+        raw = bytes(self._buffer[:end])
+        del self._buffer[:following]
+        return raw
+
+    def _decode(self, raw: bytes) -> str:
+        self.count += 1
+        if self.count == 1:
+            self._head = raw[:4]
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise _line_error(self.name, self.count, raw, err.start, err.end, self._head) from None
