@@ -81,7 +81,9 @@ def test_a_lone_surrogate_escape_names_file_line_and_key(
     assert _predict(model, "--input", str(source), "--output", str(tmp_path / "out.jsonl")) == 2
     line = _error(capsys)
     assert f"{source}:3: " in line and f'"{key}" holds a lone surrogate' in line
-    assert not (tmp_path / "out.jsonl").exists()  # nothing written
+    # Streaming: the lines before the bad one were tagged and written (the blank one as empty).
+    written = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["tokens"] for line in written] == [["marek", "novak", "said"], []]
 
 
 def test_a_surrogate_pair_escape_is_one_character() -> None:
