@@ -1,0 +1,178 @@
+"""Benchmark TextTagger on long texts and long streams: time, peak memory, and how windows agree.
+
+Cases (each in a fresh process, so that its peak resident memory is its own):
+
+* ``long``: one raw text of ``--tokens`` tokens (default 20,000: synthetic finance documents, test
+  run, joined into one text) tagged by ``tagger.tag(text)``, once with sentence splitting (the
+  default) and once as one chain cut into windows (``split="none"``, ``max_length=512``); the
+  windowed tags are compared with one chain decoded whole (``max_length`` above the length);
+* ``stream``: ``--stream-tokens`` tokens (default 1,000,000) of finance documents, one text per
+  document, drawn lazily from a generator through ``tagger.iter_tag``; resident memory is sampled
+  every tenth of the stream, so constant memory shows as a flat line.
+
+The model is ``--model`` (a checkpoint or saved folder), by default the tiny indicator CRF the tests
+train (``tests/helpers.train_tiny_finance``: 8 finance documents, 3 epochs, about 30 s), trained
+into a temporary folder. Span probabilities come from ``crfhead.evaluation.spans`` as it is in the
+checkout. Threads: ``--threads`` (default 2).
+
+    .venv/bin/python scripts/bench_long_text.py               # both cases, a table at the end
+    .venv/bin/python scripts/bench_long_text.py --case long   # one case (what the parent runs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rss_mib() -> float:
+    """Current resident memory of this process, MiB (Linux ``/proc/self/statm``)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _documents(n: int) -> list[str]:
+    from crfhead.data.finance.generator import generate_finance_documents
+
+    return [" ".join(d.texts) for d in generate_finance_documents(1, n)]
+
+
+def _long_text(tokens: int, tokenize: object) -> str:
+    parts: list[str] = []
+    count, n = 0, 50
+    docs = _documents(n)
+    for text in itertools.cycle(docs):
+        parts.append(text)
+        count += len(tokenize(text))  # type: ignore[operator]
+        if count >= tokens:
+            break
+    return "\n\n".join(parts)
+
+
+def case_long(tagger: object, tokens: int) -> dict[str, object]:
+    text = _long_text(tokens, tagger.tokenizer.tokenize)  # type: ignore[attr-defined]
+    n = len(tagger.tokenizer.tokenize(text))  # type: ignore[attr-defined]
+    tagger.tag(text[:2000])  # type: ignore[attr-defined]  # warm-up (kernels, allocator)
+    base = _rss_mib()
+    out: dict[str, object] = {"tokens": n, "rss_before_mib": round(base, 1)}
+    for name, opts in [
+        ("sentences", {}),
+        ("windows_512", {"split": "none", "max_length": 512}),
+        ("whole_chain", {"split": "none", "max_length": n + 1}),
+    ]:
+        t0 = time.perf_counter()
+        (tagged,) = tagger.annotate([text], **opts)  # type: ignore[attr-defined]
+        out[f"{name}_s"] = round(time.perf_counter() - t0, 2)
+        out[f"{name}_entities"] = len(tagged.entities)
+        out[f"{name}_tags"] = tagged.tags
+        assert all(text[e.start : e.end] == e.text for e in tagged.entities)
+    whole = out.pop("whole_chain_tags")
+    for name in ("sentences", "windows_512"):
+        tags = out.pop(f"{name}_tags")
+        out[f"{name}_agree_whole"] = round(
+            sum(a == b for a, b in zip(tags, whole, strict=True)) / n,
+            5,  # type: ignore[arg-type]
+        )
+    out["peak_mib"] = round(_peak_mib(), 1)
+    return out
+
+
+def case_stream(tagger: object, tokens: int) -> dict[str, object]:
+    docs = _documents(200)
+    sizes = [len(tagger.tokenizer.tokenize(d)) for d in docs]  # type: ignore[attr-defined]
+    texts = len(docs) * tokens // sum(sizes) + 1
+
+    def stream() -> Iterator[str]:
+        for i in range(texts):
+            yield docs[i % len(docs)]
+
+    tagger.tag(docs[:4])  # type: ignore[attr-defined]
+    samples: list[float] = []
+    done_tokens = 0
+    t0 = time.perf_counter()
+    for i, ents in enumerate(tagger.iter_tag(stream())):  # type: ignore[attr-defined]
+        done_tokens += sizes[i % len(docs)]
+        if i % max(texts // 10, 1) == 0:
+            samples.append(round(_rss_mib(), 1))
+        del ents
+    seconds = time.perf_counter() - t0
+    return {
+        "texts": texts,
+        "tokens": done_tokens,
+        "seconds": round(seconds, 1),
+        "tokens_per_s": round(done_tokens / seconds),
+        "rss_every_tenth_mib": samples,
+        "peak_mib": round(_peak_mib(), 1),
+    }
+
+
+def _tagger(model: str | None, threads: int) -> object:
+    import torch
+
+    torch.set_num_threads(threads)
+    import crfhead
+
+    if model is None:
+        sys.path.insert(0, str(ROOT / "tests"))
+        sys.path.insert(0, str(ROOT))
+        from helpers import train_tiny_finance  # type: ignore[import-not-found]
+
+        folder = Path(tempfile.mkdtemp(prefix="bench_long_text_"))
+        model = str(crfhead.load(train_tiny_finance(folder)).save(folder / "saved"))
+        print(f"trained the tiny model: {model}", file=sys.stderr)
+    return crfhead.load(model)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--case", choices=["long", "stream"], help="run one case in this process")
+    ap.add_argument("--model", help="a checkpoint or saved folder (default: train the tiny one)")
+    ap.add_argument("--tokens", type=int, default=20_000)
+    ap.add_argument("--stream-tokens", type=int, default=1_000_000)
+    ap.add_argument("--threads", type=int, default=2)
+    ns = ap.parse_args(argv)
+    if ns.case is not None:
+        tagger = _tagger(ns.model, ns.threads)
+        result = (
+            case_long(tagger, ns.tokens)
+            if ns.case == "long"
+            else case_stream(tagger, ns.stream_tokens)
+        )
+        print(json.dumps(result))
+        return
+    model = ns.model
+    if model is None:  # train once, for both cases
+        import crfhead
+
+        sys.path.insert(0, str(ROOT / "tests"))
+        sys.path.insert(0, str(ROOT))
+        from helpers import train_tiny_finance
+
+        folder = Path(tempfile.mkdtemp(prefix="bench_long_text_"))
+        model = str(crfhead.load(train_tiny_finance(folder)).save(folder / "saved"))
+    results = {}
+    for case in ("long", "stream"):
+        cmd = [sys.executable, __file__, "--case", case, "--model", model]
+        cmd += ["--tokens", str(ns.tokens), "--stream-tokens", str(ns.stream_tokens)]
+        cmd += ["--threads", str(ns.threads)]
+        run = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        results[case] = json.loads(run.stdout.strip().splitlines()[-1])
+        print(case, json.dumps(results[case]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
