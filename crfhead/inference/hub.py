@@ -15,7 +15,8 @@ Decisions:
   a mistyped path). Anything else that does not exist keeps the local ``FileNotFoundError``;
 * offline (``HF_HUB_OFFLINE=1``, read when loading, not when ``huggingface_hub`` was imported) reads
   only the cache (``local_files_only``); the cache is ``cache_dir``, else ``$HF_HUB_CACHE``, else
-  ``$HF_HOME/hub``, else the Hub's default, also read when loading;
+  ``$HF_HOME/hub``, else the Hub's default, also read when loading, as is ``HF_ENDPOINT`` (a
+  mirror, or the tests' local server);
 * only the files a save writes are downloaded (``allow_patterns``), so a repository's other files
   (a pickle, a script) are never fetched;
 * the token is the Hub's usual one (``HF_TOKEN`` or ``hf auth login``); pushing takes ``token=``.
@@ -147,6 +148,7 @@ def resolve_model_path(
             local_files_only=offline,
             allow_patterns=ALLOW_PATTERNS,
             library_name="crfhead",
+            endpoint=os.environ.get("HF_ENDPOINT") or None,
         )
     except GatedRepoError:
         raise FileNotFoundError(

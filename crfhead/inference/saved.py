@@ -586,6 +586,8 @@ def save_folder(
                 "choose another folder"
             )
     specs = {k: config.get(k) for k in _SPEC_KEYS}
+    if "constrained" not in config:  # the head knows; None would load unconstrained
+        specs["constrained"] = bool(getattr(model.head, "constrained", True))
     encoder_spec = dict(specs.get("encoder") or {})
     encoder_args = dict(encoder_spec.get("init_args") or {})
     if encoder_args.pop("word_vectors", None) is not None:

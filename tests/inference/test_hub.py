@@ -1,39 +1,66 @@
-"""Hub models, offline only: ``crfhead.load("org/name")`` from a local Hugging Face cache layout
-(``models--org--name/snapshots/<sha>``, ``refs/main``), ``push_to_hub`` into a local file-based fake
-``HfApi`` and back through the cache, what reads as a repository id, and one test per error message
-(not cached offline, no such repository / revision, gated, unreachable, a local path that does not
-exist, a cached folder that is not a crfhead model or names a foreign class)."""
+"""Hub models, never the network: ``crfhead.load("org/name")`` from a local Hugging Face cache layout
+(``models--org--name/snapshots/<sha>``, ``refs/main``) and from a tiny local HTTP Hub (``HF_ENDPOINT``
+on 127.0.0.1: the real ``snapshot_download``, then offline from the cache it filled),
+``push_to_hub`` into a local file-based fake ``HfApi`` and back, what reads as a repository id, and
+one test per error message (not cached offline, no such repository / revision, gated, unreachable,
+a local path that does not exist, a cached folder that is not a crfhead model or names a foreign
+class)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import train_tiny_finance
+import torch
 
 import crfhead
+from crfhead.data.corpora import InMemoryCorpus
+from crfhead.data.datamodule import TaggingDataModule
+from crfhead.data.sentence import Sentence
 from crfhead.inference import hub, saved
 from crfhead.inference.hub import parse_repo_id, resolve_model_path
 from crfhead.inference.hub_push import push_to_hub
 from crfhead.inference.saved import read_model
+from crfhead.inference.text_tagger import TextTagger
+from crfhead.model.tagger import Tagger
 
 __all__: list[str] = []
 
-TEXT = "solenne power guided to four percent growth in march, said mara voss"
+TEXT = "Ada met Bob at Acme Corp in London, said Initech."
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return train_tiny_finance(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
-def tagger(checkpoint: Path) -> crfhead.inference.TextTagger:
-    return crfhead.load(checkpoint)
+def tagger() -> TextTagger:
+    """A tagger with seeded random weights (no training: what is checked is that they travel)."""
+    sentences = [
+        Sentence(
+            ["Ada", "Lovelace", "met", "Acme", "Corp", "in", "London"],
+            ["B-PER", "I-PER", "O", "B-ORG", "I-ORG", "O", "B-LOC"],
+        ),
+        Sentence(["Bob", "runs", "Initech"], ["B-PER", "O", "B-ORG"]),
+    ]
+    corpus = InMemoryCorpus({"train": sentences, "dev": sentences, "test": sentences})
+    data = TaggingDataModule(corpus=corpus)
+    model = Tagger.build(data.vocabs)
+    generator = torch.Generator().manual_seed(28)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator))
+    config = {
+        "encoder": {"class_path": "crfhead.encoders.IndicatorEncoder"},
+        "head": {"class_path": "crfhead.heads.CRF"},
+        "constrained": True,
+    }
+    out = TextTagger(model, data.vocabs, config)
+    assert out.tag(TEXT), "the random weights should find some entity in TEXT"
+    return out
 
 
 @pytest.fixture
@@ -136,7 +163,7 @@ def test_error_a_missing_local_path_keeps_the_local_message(path: str, offline: 
 
 
 def test_load_from_the_cache_offline_tags_as_the_original(
-    tagger: crfhead.inference.TextTagger, tmp_path: Path, offline: Path
+    tagger: TextTagger, tmp_path: Path, offline: Path
 ) -> None:
     snapshot = _cache(offline, tagger.save(tmp_path / "repo"))
     assert resolve_model_path("org/name") == snapshot
@@ -147,7 +174,7 @@ def test_load_from_the_cache_offline_tags_as_the_original(
 
 
 def test_cache_dir_argument_wins_over_the_environment(
-    tagger: crfhead.inference.TextTagger, tmp_path: Path, offline: Path
+    tagger: TextTagger, tmp_path: Path, offline: Path
 ) -> None:
     other = tmp_path / "other-cache"
     snapshot = _cache(other, tagger.save(tmp_path / "repo"))
@@ -167,7 +194,7 @@ def test_error_offline_and_not_cached_says_how_to_fix(offline: Path) -> None:
 
 
 def test_error_offline_revision_not_cached_names_it(
-    tagger: crfhead.inference.TextTagger, tmp_path: Path, offline: Path
+    tagger: TextTagger, tmp_path: Path, offline: Path
 ) -> None:
     _cache(offline, tagger.save(tmp_path / "repo"))
     with pytest.raises(
@@ -196,7 +223,7 @@ def test_error_a_cached_repo_that_is_not_a_crfhead_model(tmp_path: Path, offline
 
 
 def test_a_cached_repo_gets_the_local_folder_checks(
-    tagger: crfhead.inference.TextTagger, tmp_path: Path, offline: Path
+    tagger: TextTagger, tmp_path: Path, offline: Path
 ) -> None:
     repo = tagger.save(tmp_path / "repo")
     config = json.loads((repo / "config.json").read_text())
@@ -294,7 +321,7 @@ def test_error_another_hub_error_is_named(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_push_then_load_back_through_the_cache(
-    tagger: crfhead.inference.TextTagger, tmp_path: Path, offline: Path
+    tagger: TextTagger, tmp_path: Path, offline: Path
 ) -> None:
     api = LocalApi(tmp_path / "hub")
     url = push_to_hub(
@@ -327,7 +354,7 @@ def test_push_then_load_back_through_the_cache(
 
 
 def test_push_a_saved_folder_uploads_a_fresh_save(
-    tagger: crfhead.inference.TextTagger, tmp_path: Path, offline: Path
+    tagger: TextTagger, tmp_path: Path, offline: Path
 ) -> None:
     folder = tagger.save(tmp_path / "mine")
     (folder / "notes.txt").write_text("not uploaded")  # only the files a save writes travel
@@ -365,7 +392,7 @@ def test_error_push_unknown_card_key_and_not_a_tagger(tmp_path: Path) -> None:
 
 
 def test_push_default_api_is_hfapi_with_the_token(
-    tagger: crfhead.inference.TextTagger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    tagger: TextTagger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import huggingface_hub
 
@@ -389,3 +416,160 @@ def test_the_files_downloaded_are_those_a_save_writes() -> None:
         saved.CARD,
         f"{saved.BACKBONE}/*",
     ] == hub.ALLOW_PATTERNS
+
+
+# A local HTTP Hub ----------------------------------------------------------------------------------
+
+
+class LocalHub:
+    """The three routes ``snapshot_download`` uses, served from local folders on 127.0.0.1.
+
+    ``GET /api/models/{repo}/revision/{rev}`` (the commit), ``.../tree/{sha}`` (the files),
+    ``HEAD``/``GET /{repo}/resolve/{sha}/{file}``; errors carry the Hub's ``X-Error-Code``.
+    """
+
+    sha = "f" * 40
+
+    def __init__(self, repos: dict[str, Path], gated: tuple[str, ...] = ()) -> None:
+        self.repos, self.gated = repos, gated
+        self.requests: list[str] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: bytes, headers: dict[str, str]) -> None:
+                self.send_response(code)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _error(self, code: int, error: str) -> None:
+                body = json.dumps({"error": error}).encode()
+                self._send(code, body, {"X-Error-Code": error, "Content-Type": "application/json"})
+
+            def do_HEAD(self) -> None:
+                self.do_GET()
+
+            def do_GET(self) -> None:
+                hub.requests.append(f"{self.command} {self.path}")
+                parts = self.path.split("?")[0].strip("/").split("/")
+                api = parts[:2] == ["api", "models"]
+                repo = "/".join(parts[2:4] if api else parts[:2])
+                if repo not in hub.repos:
+                    return self._error(404, "RepoNotFound")
+                if repo in hub.gated:
+                    return self._error(403, "GatedRepo")
+                folder = hub.repos[repo]
+                files = sorted(
+                    p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+                )
+                rev = parts[5] if api and len(parts) > 5 else parts[3] if len(parts) > 3 else ""
+                if rev not in ("main", hub.sha):
+                    return self._error(404, "RevisionNotFound")
+                if api and parts[4] == "revision":
+                    body = {
+                        "id": repo,
+                        "sha": hub.sha,
+                        "siblings": [{"rfilename": f} for f in files],
+                    }
+                    return self._send(200, json.dumps(body).encode(), {})
+                if api and parts[4] == "tree":
+                    tree = [
+                        {
+                            "type": "file",
+                            "path": f,
+                            "size": (folder / f).stat().st_size,
+                            "oid": hashlib.sha1((folder / f).read_bytes()).hexdigest(),
+                        }
+                        for f in files
+                    ]
+                    return self._send(200, json.dumps(tree).encode(), {})
+                file = folder / "/".join(parts[4:])
+                if parts[2] != "resolve" or not file.is_file():
+                    return self._error(404, "EntryNotFound")
+                data = file.read_bytes()
+                etag = f'"{hashlib.sha256(data).hexdigest()}"'
+                return self._send(200, data, {"ETag": etag, "X-Repo-Commit": hub.sha})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def local_hub(tagger: TextTagger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A local Hub with ``org/name`` (pushed there, plus a pickle no load may fetch) and a gated
+    ``org/gated``; online, an empty cache."""
+    api = LocalApi(tmp_path / "repos")
+    push_to_hub(tagger, "org/name", api=api)
+    (tmp_path / "repos" / "org" / "name" / "payload.pkl").write_bytes(b"not to be fetched")
+    push_to_hub(tagger, "org/gated", api=api)
+    hub_server = LocalHub(
+        {r: tmp_path / "repos" / r for r in ("org/name", "org/gated")}, gated=("org/gated",)
+    )
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_TOKEN", "not-a-real-token")  # never leaves 127.0.0.1
+    yield hub_server
+    hub_server.close()
+
+
+def test_download_from_a_local_hub_then_load_offline(
+    tagger: TextTagger,
+    local_hub: LocalHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded = crfhead.load("org/name")
+    assert loaded.tag(TEXT) == tagger.tag(TEXT)
+    snapshot = tmp_path / "cache" / "models--org--name" / "snapshots" / LocalHub.sha
+    assert {p.name for p in snapshot.iterdir()} == {
+        "config.json",
+        "vocabs.json",
+        "model.safetensors",
+        "README.md",
+    }  # payload.pkl: never fetched
+    assert not any("payload.pkl" in r for r in local_hub.requests)
+    local_hub.close()  # the Hub is gone: offline, the cache serves
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert crfhead.load("org/name").tag(TEXT) == tagger.tag(TEXT)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("org/absent", r"Hub model org/absent does not exist or is private"),
+        ("org/name@v9", r"Hub model org/name has no revision 'v9'"),
+        ("org/gated", r"Hub model org/gated is gated: accept its conditions on the Hub"),
+    ],
+)
+def test_error_from_a_local_hub(path: str, message: str, local_hub: LocalHub) -> None:
+    with pytest.raises(FileNotFoundError, match=message):
+        crfhead.load(path)
+
+
+def test_error_hub_unreachable_and_not_cached(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    port = server.server_address[1]
+    server.server_close()  # a port nobody listens on
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"is not in the Hugging Face cache .* and the Hub cannot be reached \(.*\): check the connection or HF_ENDPOINT$",
+    ):
+        crfhead.load("org/name")

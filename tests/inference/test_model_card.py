@@ -283,3 +283,12 @@ def test_training_config_beside_a_checkpoint(tmp_path: Path) -> None:
     assert saved._training_beside(ckpt, hparams) is None
     (version / "config.yaml").unlink()
     assert saved._training_beside(ckpt, hparams) is None
+
+
+def test_a_config_without_constrained_saves_what_the_head_is(
+    tagger: TextTagger, tmp_path: Path
+) -> None:
+    assert "constrained" not in tagger.config and tagger.model.head.constrained
+    folder = save_folder(tmp_path / "c", tagger.model, tagger.config, tagger.vocabs)
+    assert json.loads((folder / "config.json").read_text())["constrained"] is True
+    assert read_model(folder).build().head.constrained
