@@ -60,7 +60,13 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
             "Tag raw text (one text per line), CoNLL (first column the token) or JSON lines\n"
             '(objects with "text" or "tokens"). CoNLL out keeps every input line and column and\n'
             "appends the predicted tag; JSON lines out: text, tokens, tags and entities with\n"
-            "character offsets and exact span probabilities."
+            "character offsets and exact span probabilities.\n\n"
+            "Input is tagged as it arrives, --batch-size records at a time at most, each batch\n"
+            "written at once (a slow pipe is answered line by line). Text and JSON lines give one\n"
+            "output line per input line: a blank line gives an empty record (an empty sentence,\n"
+            "one blank line, in token-tag output). A malformed line exits with status 2 after\n"
+            "every line before it was written. stderr ends with the counts of lines read and\n"
+            "written."
         ),
     )
     add_model_options(parser)

@@ -24,12 +24,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import BinaryIO, TypeVar
+from typing import TextIO, TypeVar
 
 from crfhead.data.conll import DOCSTART, iter_conll, parse_conll, token_lines
 from crfhead.data.jsonl import parse_record
 from crfhead.data.sentence import ReadReport, Sentence
-from crfhead.data.textfile import LineStream, decode_lines, read_lines, require_file
+from crfhead.data.textfile import ByteSource, LineStream, decode_lines, read_lines, require_file
 
 __all__ = [
     "INPUT_FORMATS",
@@ -176,7 +176,7 @@ class InputStream:
 
     def __init__(
         self,
-        source: BinaryIO,
+        source: ByteSource,
         name: str,
         fmt: str,
         *,
@@ -249,8 +249,9 @@ class InputStream:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if self._close:
-            self._source.close()
+        close = getattr(self._source, "close", None)
+        if self._close and close is not None:
+            close()
 
 
 def open_input(
@@ -270,29 +271,30 @@ def open_input(
         IsADirectoryError: a folder.
         PermissionError: not readable.
     """
-    options = {"separator": separator, "tokenized": tokenized}
+    source: ByteSource
     if spec == STDIN:
-        stream = sys.stdin
-        binary = getattr(stream, "buffer", None)
-        if binary is None:  # a text stream without bytes under it (a test's StringIO)
-            binary = _Encoded(stream)
-        return InputStream(binary, "<stdin>", fmt, **options)
-    path = require_file(spec, "input")
-    try:
-        source = path.open("rb", buffering=0)
-    except PermissionError:
-        raise PermissionError(f"{path}: not readable (permission denied)") from None
-    return InputStream(source, str(path), fmt, close=True, **options)  # type: ignore[arg-type]
+        name, close = "<stdin>", False
+        binary = getattr(sys.stdin, "buffer", None)
+        # A text stream without bytes under it (a test's StringIO) is read line by line.
+        source = _Encoded(sys.stdin) if binary is None else binary
+    else:
+        path = require_file(spec, "input")
+        name, close = str(path), True
+        try:
+            source = path.open("rb", buffering=0)
+        except PermissionError:
+            raise PermissionError(f"{path}: not readable (permission denied)") from None
+    return InputStream(source, name, fmt, separator=separator, tokenized=tokenized, close=close)
 
 
 class _Encoded:
-    """A text stream read as UTF-8 bytes, line by line (no file descriptor)."""
+    """A text stream read as UTF-8 bytes, a line at a time (it has no file descriptor)."""
 
-    def __init__(self, stream: object) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def read(self, size: int) -> bytes:
-        return str(self._stream.readline()).encode("utf-8")  # type: ignore[attr-defined]
+    def read(self, size: int = -1, /) -> bytes:
+        return self._stream.readline().encode("utf-8")
 
 
 def batches(

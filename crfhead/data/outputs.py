@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, Protocol, TextIO
 
 from crfhead.data.tokenize import Token
 
@@ -91,6 +91,12 @@ def write_lines(spec: str, lines: Sequence[str]) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+class _Sink(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 class LineWriter:
     """Lines written as they come to the file ``spec`` (its folder created) or stdout (``-``), UTF-8.
 
@@ -104,19 +110,21 @@ class LineWriter:
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self.written = 0
-        self._out: BinaryIO | None = None
+        self._out: _Sink | None = None
+        self._file: BinaryIO | None = None  # the output file, closed at the end
 
-    def _open(self) -> BinaryIO:
+    def _open(self) -> _Sink:
         if self._out is None:
             if self.spec == STDOUT:
                 sys.stdout.flush()
-                self._out = getattr(sys.stdout, "buffer", None)
-                if self._out is None:  # a text stream without bytes under it (a test's StringIO)
-                    self._out = _TextSink(sys.stdout)
+                binary: BinaryIO | None = getattr(sys.stdout, "buffer", None)
+                # A text stream without bytes under it (a test's StringIO) is written as text.
+                self._out = _TextSink(sys.stdout) if binary is None else binary
             else:
                 path = Path(self.spec)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                self._out = path.open("wb")
+                self._file = path.open("wb")
+                self._out = self._file
         return self._out
 
     def write(self, lines: Sequence[str]) -> None:
@@ -139,8 +147,8 @@ class LineWriter:
     ) -> None:
         if error is None:
             self._open()
-        if self._out is not None and self.spec != STDOUT:
-            self._out.close()
+        if self._file is not None:
+            self._file.close()
 
 
 class _TextSink:

@@ -29,10 +29,11 @@ import re
 import select
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Protocol
 
 __all__ = [
     "QUOTE_LIMIT",
+    "ByteSource",
     "LineStream",
     "TextEncodingError",
     "clip",
@@ -180,6 +181,14 @@ def _line_error(
     )
 
 
+class ByteSource(Protocol):
+    """What :class:`LineStream` reads: a binary file, a pipe, stdin's bytes, an in-memory stream."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """At most ``size`` bytes; ``b""`` at the end."""
+        ...
+
+
 class LineStream:
     r"""The lines of a binary stream as they arrive, by :func:`read_lines`'s rules, and whether more wait.
 
@@ -202,7 +211,7 @@ class LineStream:
     CHUNK = 1 << 16
     """The most bytes one read asks for."""
 
-    def __init__(self, source: BinaryIO, name: str) -> None:
+    def __init__(self, source: ByteSource, name: str) -> None:
         self.name = name
         self.count = 0
         self._source = source
@@ -210,10 +219,13 @@ class LineStream:
         self._ended = False
         self._head = b""  # the first line's first bytes (a foreign byte-order mark is named)
         self._started = False
-        try:
-            self._fd: int | None = source.fileno()
-        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
-            self._fd = None
+        self._fd: int | None = None
+        fileno = getattr(source, "fileno", None)
+        if fileno is not None:
+            try:
+                self._fd = int(fileno())
+            except (OSError, ValueError):  # io.UnsupportedOperation is an OSError
+                self._fd = None
 
     def __iter__(self) -> Iterator[str]:
         return self
