@@ -133,6 +133,19 @@ def _refuse_not_iterable(items: object) -> None:
         )
 
 
+def _refuse_one_text(items: object) -> None:
+    """Refuse a bare str where an iterable of items is wanted (it would be tagged char by char).
+
+    Raises:
+        ValueError: naming the text's start.
+    """
+    if isinstance(items, str):
+        raise ValueError(
+            f"annotate() takes an iterable of texts, got one str ({items[:40]!r}); "
+            "pass [text], or use tag(text)"
+        )
+
+
 def _only_text(texts: Iterable[object]) -> Iterator[str]:
     """``texts`` checked lazily to be str each (:meth:`TextTagger.tag` takes raw text only).
 
@@ -409,12 +422,14 @@ class TextTagger:
                 chains' k-best lists merged exactly; a text cut into windows has none: refused).
 
         Raises:
-            ValueError: raw text for a model whose tokenizer is unknown; an item of another type
-                (naming its index and type); an invalid option; ``marginals``/``k`` for a head
+            ValueError: raw text for a model whose tokenizer is unknown; a single str (not an
+                iterable of texts); an item of another type (naming its index and type); an
+                invalid option; ``marginals``/``k`` for a head
                 that is not a probability model or with ``group``; ``k`` for a text whose chain
                 is longer than ``max_length``; an invalid ``group``, or one given to a model
                 without a group decoder.
         """
+        _refuse_one_text(items)
         if group is not False and group != "none":
             _refuse_not_iterable(items)
             prepared = self._prepare(items)
@@ -465,6 +480,7 @@ class TextTagger:
                 reaches it).
         """
         _refuse_not_iterable(items)
+        _refuse_one_text(items)
         plan = self._options(split, max_length, overlap, marginals, k, grouped=False)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -753,9 +769,11 @@ class TextTagger:
         return groups
 
     def trellis(self, text: str, k: int) -> Trellis:
-        """One raw text tagged as :meth:`annotate` does, with its node marginals and ``k`` best paths.
+        """One raw text tagged as one chain, with its node marginals and ``k`` best paths.
 
-        One encoder pass and one build of the potentials give all of it. The marginals and best
+        The text is tagged as ``annotate([text], split="none")`` tags a text of at most
+        ``max_length`` tokens: whole, neither split into sentences nor cut into windows. One
+        encoder pass and one build of the potentials give all of it. The marginals and best
         paths are the head's chain's (the head's, also under a group decoder); for a text with no
         tokens they are empty.
 

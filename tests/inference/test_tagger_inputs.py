@@ -130,6 +130,7 @@ def test_tag_refuses_what_is_not_text_naming_index_and_type(
     ("items", "message"),
     [
         (None, r"^texts is None"),
+        ("said aiko", r"^annotate\(\) takes an iterable of texts, got one str \('said aiko'\)"),
         (
             ["a", "b", "c", None],
             r"^texts\[3\] is None: cannot tag it; give a str or a list of str$",
