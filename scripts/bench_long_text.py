@@ -13,7 +13,9 @@ Cases (each in a fresh process, so that its peak resident memory is its own):
 The model is ``--model`` (a checkpoint or saved folder), by default the tiny indicator CRF the tests
 train (``tests/helpers.train_tiny_finance``: 8 finance documents, 3 epochs, about 30 s), trained
 into a temporary folder. Span probabilities come from ``crfhead.evaluation.spans`` as it is in the
-checkout. Threads: ``--threads`` (default 2).
+checkout. Threads: ``--threads`` (default 2). Each time is wall-clock seconds and the process's CPU
+seconds (``cpu_s``, user + system: on a shared machine, ``cpu_s / threads`` bounds what an idle one
+would take).
 
     .venv/bin/python scripts/bench_long_text.py               # both cases, a table at the end
     .venv/bin/python scripts/bench_long_text.py --case long   # one case (what the parent runs)
@@ -39,6 +41,12 @@ def _rss_mib() -> float:
     """Current resident memory of this process, MiB (Linux ``/proc/self/statm``)."""
     pages = int(Path("/proc/self/statm").read_text().split()[1])
     return pages * resource.getpagesize() / 2**20
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process has used (user + system): robust to other processes' load."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _peak_mib() -> float:
@@ -74,9 +82,10 @@ def case_long(tagger: object, tokens: int) -> dict[str, object]:
         ("windows_512", {"split": "none", "max_length": 512}),
         ("whole_chain", {"split": "none", "max_length": n + 1}),
     ]:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_s()
         (tagged,) = tagger.annotate([text], **opts)  # type: ignore[attr-defined]
         out[f"{name}_s"] = round(time.perf_counter() - t0, 2)
+        out[f"{name}_cpu_s"] = round(_cpu_s() - c0, 2)
         out[f"{name}_entities"] = len(tagged.entities)
         out[f"{name}_tags"] = tagged.tags
         assert all(text[e.start : e.end] == e.text for e in tagged.entities)
@@ -103,7 +112,7 @@ def case_stream(tagger: object, tokens: int) -> dict[str, object]:
     tagger.tag(docs[:4])  # type: ignore[attr-defined]
     samples: list[float] = []
     done_tokens = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     for i, ents in enumerate(tagger.iter_tag(stream())):  # type: ignore[attr-defined]
         done_tokens += sizes[i % len(docs)]
         if i % max(texts // 10, 1) == 0:
@@ -114,6 +123,7 @@ def case_stream(tagger: object, tokens: int) -> dict[str, object]:
         "texts": texts,
         "tokens": done_tokens,
         "seconds": round(seconds, 1),
+        "cpu_s": round(_cpu_s() - c0, 1),
         "tokens_per_s": round(done_tokens / seconds),
         "rss_every_tenth_mib": samples,
         "peak_mib": round(_peak_mib(), 1),
