@@ -152,7 +152,8 @@ def test_predict_reads_stdin_and_writes_entities_with_offsets(run: Run) -> None:
     done = _cli("predict", "--model", str(run.last), stdin=TEXT)
     assert done.returncode == 0, done.stderr
     records = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [r["text"] for r in records] == [line for line in TEXT.splitlines() if line]
+    # one record per input line: a blank line gives an empty one
+    assert [r["text"] for r in records] == [line.strip() and line for line in TEXT.splitlines()]
     for r in records:
         assert set(r) >= {"text", "tokens", "tags", "entities"}
         assert len(r["tags"]) == len(r["tokens"])
@@ -222,8 +223,8 @@ def test_predict_jsonl_in_keeps_ids_and_indexes_joined_tokens(run: Run, tmp_path
         == 0
     )
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["id"] for r in records] == ["a", "7"]
-    assert records[1]["text"] == "solenne power rose" and records[1]["tokens"] == [
+    assert [r.get("id") for r in records] == ["a", None, "7"]  # the blank line's empty record
+    assert records[2]["text"] == "solenne power rose" and records[2]["tokens"] == [
         "solenne",
         "power",
         "rose",
@@ -247,7 +248,7 @@ def test_predict_py_is_a_thin_wrapper_with_its_old_flags(run: Run, tmp_path: Pat
     source.write_text(TEXT, encoding="utf-8")
     done = _cli("--checkpoint", str(run.last), "--input", str(source), script="predict.py")
     assert done.returncode == 0, done.stderr
-    assert [len(json.loads(line)["tokens"]) for line in done.stdout.splitlines()] == [10, 3]
+    assert [len(json.loads(line)["tokens"]) for line in done.stdout.splitlines()] == [10, 0, 3]
     done = _cli(
         "--checkpoint", str(tmp_path / "none.ckpt"), "--input", str(source), script="predict.py"
     )
@@ -321,7 +322,8 @@ def _emissions(
 
 def test_export_torch_program_reloads_and_decodes_the_same(run: Run, tmp_path: Path) -> None:
     out = tmp_path / "decoder.pt2"
-    assert main(["export", "--model", str(run.last), "--output", str(out), "--length", "6"]) == 0
+    argv = ["export", "--model", str(run.last), "--output", str(out), "--decoder-only"]
+    assert main([*argv, "--length", "6"]) == 0
     extra = {"labels.json": ""}
     program = torch.export.load(out, extra_files=extra).module()
     meta = json.loads(extra["labels.json"])
@@ -335,7 +337,8 @@ def test_export_onnx_runs_in_onnxruntime(run: Run, tmp_path: Path) -> None:
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxscript")
     out = tmp_path / "decoder.onnx"
-    assert main(["export", "--model", str(run.last), "--output", str(out), "--length", "5"]) == 0
+    argv = ["export", "--model", str(run.last), "--output", str(out), "--decoder-only"]
+    assert main([*argv, "--length", "5"]) == 0
     session = ort.InferenceSession(str(out))
     meta = json.loads(session.get_modelmeta().custom_metadata_map["crfhead"])
     assert meta["length"] == 5

@@ -1,8 +1,9 @@
-"""``crfhead export``: write a model's decoder as a ``torch.export`` program or ONNX.
+"""``crfhead export``: write a trained model (encoder + head) as a ``torch.export`` program or ONNX.
 
-The export itself is :func:`crfhead.inference.export.export_decoder`; this module parses the options,
-checks what can be checked before the model is loaded (the format's extra, the output path) and
-reports progress on stderr.
+The export itself is :func:`crfhead.inference.export.export_model` (``--decoder-only``:
+:func:`~crfhead.inference.export.export_decoder`); this module parses the options, checks what can be
+checked before the model is loaded (the format's extra, the output path) and reports progress on
+stderr.
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ import argparse
 from pathlib import Path
 
 from crfhead.cli.common import Subparsers, formatter, load_tagger, positive, say
-from crfhead.inference.export import EXPORT_FORMATS, export_decoder, export_format, require_onnx
+from crfhead.inference.export import (
+    EXPORT_FORMATS,
+    export_decoder,
+    export_format,
+    export_model,
+    require_onnx,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -22,32 +29,52 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         "export",
         parents=[common],
         formatter_class=formatter,
-        help="write the model's decoder as a torch.export program or ONNX",
+        help="write the model (encoder + head) as a torch.export program or ONNX",
         description=(
-            "Write the model's decoder: emissions (B, T, K) float32 and mask (B, T) bool to\n"
-            "paths (B, T) int64 (-1 where masked); the batch size is dynamic. A torch\n"
-            "program whose decoder runs as the CPU kernel's custom ops serves every length\n"
-            "T (labels.json: dynamic_length); otherwise (ONNX, decoders that loop over time)\n"
-            "T is fixed (--length): pad shorter sequences with mask False. The labels travel inside\n"
-            "(torch: extra file labels.json; ONNX: metadata 'crfhead')."
+            "Write the whole model: the tensors of its batch (words, chars, features: those\n"
+            "it reads, int64; mask, bool) to the decoded tags (B, T) int64 (-1 where masked)\n"
+            "and, for probability heads, the marginals (B, T, K), log Z (B,) and the chain\n"
+            "potentials (exact span probabilities). Batch size and length are dynamic (torch:\n"
+            "crfhead's custom ops; ONNX: Scan loops), up to --max-length if given. The\n"
+            "vocabularies and tokenizer travel inside, so in any process\n"
+            "  crfhead.load_exported(FILE).tag(texts)\n"
+            "tags raw text as the model does. --decoder-only writes the head's decoder alone\n"
+            "(emissions (B, T, K) float32 and mask to paths; ONNX of fixed length --length)."
         ),
     )
     parser.add_argument("--model", "--checkpoint", dest="model", required=True, metavar="PATH")
-    parser.add_argument("--output", required=True, metavar="FILE", help="e.g. decoder.pt2")
+    parser.add_argument("--output", required=True, metavar="FILE", help="e.g. model.pt2")
     parser.add_argument(
         "--format", choices=EXPORT_FORMATS, help="default: onnx for a .onnx output, else torch"
     )
     parser.add_argument(
-        "--length", type=positive, default=128, metavar="T", help="sequence length (default 128)"
+        "--max-length",
+        type=positive,
+        default=None,
+        metavar="T",
+        help="the longest sentence the export takes (default: any length)",
+    )
+    parser.add_argument(
+        "--decoder-only",
+        action="store_true",
+        help="export the head's decoder alone (emissions and mask in, paths out)",
+    )
+    parser.add_argument(
+        "--length",
+        type=positive,
+        default=128,
+        metavar="T",
+        help="--decoder-only: the example's sequence length (ONNX: the fixed one; default 128)",
     )
 
 
 def run(ns: argparse.Namespace) -> int:
-    """Export ``ns.model``'s decoder to ``ns.output``; returns the exit status (0).
+    """Export ``ns.model`` to ``ns.output``; returns the exit status (0).
 
     Raises:
         ImportError: ONNX without its extra installed.
         IsADirectoryError: the output is a folder.
+        ValueError: an encoder that cannot be exported, or ``--max-length 1``.
     """
     out = Path(ns.output)
     fmt = export_format(out, ns.format)
@@ -56,6 +83,9 @@ def run(ns: argparse.Namespace) -> int:
     if out.is_dir():
         raise IsADirectoryError(f"output is a folder, not a file: {out}")
     tagger = load_tagger(ns.model, "cpu")
-    export_decoder(tagger, out, fmt=fmt, length=ns.length, verbose=ns.verbose, log=say)
+    if ns.decoder_only:
+        export_decoder(tagger, out, fmt=fmt, length=ns.length, verbose=ns.verbose, log=say)
+    else:
+        export_model(tagger, out, fmt=fmt, max_length=ns.max_length, verbose=ns.verbose, log=say)
     say(f"wrote {out}")
     return 0

@@ -255,7 +255,7 @@ def register_ops() -> None:
 
 def _example(model: Any, names: list[str], B: int, T: int) -> tuple[Tensor, ...]:
     """Example inputs ``names`` of ``B`` rows of length ``T`` (ids 1, every position unmasked)."""
-    widths = {"chars": 3, "features": 2}
+    widths = {"chars": 3, "features": 4}  # sizes unlike B and T: no dimension is tied to another
     tensors = []
     for name in names:
         if name == "mask":
@@ -315,7 +315,7 @@ def export_model(
     labels = list(tagger.labels)
     K = len(labels)
     # Sizes above 1 in the example, so that no dimension is specialised to it.
-    example = _example(model, names, 2, min(3, max_length) if max_length else 3)
+    example = _example(model, names, 2, min(5, max_length) if max_length else 5)
     with torch.no_grad():  # the shape of the transitions, from one eager run of the engine's chain
         per_edge = program.calibrated and ModelProgram(model)(*example)[4].dim() == 4
     out_shapes = {

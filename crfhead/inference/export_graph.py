@@ -18,8 +18,9 @@ Two ways to run the chain, chosen by ``chain``:
   of additions and its tie rule (the lowest tag), so the paths are the kernel's.
 
 The BiLSTM encoder packs its sequences by length (``pack_padded_sequence``: data-dependent, not
-traceable); :class:`TracedBiLSTM` computes the same function on padded tensors, each direction of
-each layer a one-way LSTM, the backward one over each row reversed within its length. Every other
+traceable), and ``nn.LSTM`` exports only at a fixed length; :class:`TracedBiLSTM` computes the same
+function on padded tensors, each direction of each layer its recurrence as a scan, the backward one
+over each row reversed within its length. Every other
 encoder is traced as it is; the transformer encoder is not exportable (it tokenises in its forward).
 """
 
@@ -246,14 +247,39 @@ def _reverse_within(x: Tensor, lengths: Tensor) -> Tensor:
     return x.gather(1, index[:, :, None].expand(-1, -1, x.shape[2]))
 
 
-def _one_way(lstm: nn.LSTM, layer: int, suffix: str) -> nn.LSTM:
-    """A one-layer one-way LSTM sharing the weights of one direction of one layer of ``lstm``."""
-    size = lstm.input_size if layer == 0 else 2 * lstm.hidden_size
-    one = nn.LSTM(size, lstm.hidden_size, batch_first=True, bias=lstm.bias)
-    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-        if hasattr(lstm, f"{name}_l{layer}{suffix}"):
-            setattr(one, f"{name}_l0", getattr(lstm, f"{name}_l{layer}{suffix}"))
-    return one
+def _lstm_step(
+    carry: tuple[Tensor, ...], x: tuple[Tensor, ...], c: tuple[Tensor, ...]
+) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+    """One LSTM step: ``x`` the input's projection ``(B, 4H)``, ``c`` the recurrent weights and bias."""
+    h, cell = carry
+    gates = x[0] + h @ c[0].t() + c[1]
+    i, f, g, o = gates.chunk(4, 1)
+    cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+    h = torch.sigmoid(o) * torch.tanh(cell)
+    return (h.clone(), cell.clone()), (h.clone(),)
+
+
+def _one_way(lstm: nn.LSTM, layer: int, suffix: str, x: Tensor) -> Tensor:
+    """One direction of one layer of ``lstm`` over ``x`` ``(B, T, D)``: outputs ``(B, T, H)``.
+
+    ``torch.nn.LSTM`` itself cannot be exported at a dynamic length (its decomposition unrolls the
+    time steps); this is its recurrence as a scan: the input projection for every step at once, then
+    ``h @ W_hh^T`` per step.
+    """
+    w_ih, w_hh = (
+        getattr(lstm, f"weight_ih_l{layer}{suffix}"),
+        getattr(lstm, f"weight_hh_l{layer}{suffix}"),
+    )
+    bias = w_ih.new_zeros(w_ih.shape[0])
+    if lstm.bias:
+        bias = getattr(lstm, f"bias_ih_l{layer}{suffix}") + getattr(
+            lstm, f"bias_hh_l{layer}{suffix}"
+        )
+    projected = (x @ w_ih.t()).transpose(0, 1)  # (T, B, 4H)
+    B, H = x.shape[0], lstm.hidden_size
+    init = (x.new_zeros(B, H), x.new_zeros(B, H))
+    out = _scan(_lstm_step, init, (projected,), (w_hh, bias))[1][0]
+    return out.transpose(0, 1)
 
 
 class _BiDirections(nn.Module):
@@ -263,17 +289,15 @@ class _BiDirections(nn.Module):
         super().__init__()
         if not (lstm.bidirectional and lstm.batch_first) or lstm.proj_size:
             raise ValueError("only batch-first bidirectional LSTMs without projections are traced")
-        self.forward_layers = nn.ModuleList(_one_way(lstm, i, "") for i in range(lstm.num_layers))
-        self.backward_layers = nn.ModuleList(
-            _one_way(lstm, i, "_reverse") for i in range(lstm.num_layers)
-        )
+        self.lstm = lstm
 
     def forward(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Outputs ``(B, T, 2H)`` (valid within each length) and final states ``(B, 2H)`` of the top layer."""
         ahead = back = x
-        for fwd, bwd in zip(self.forward_layers, self.backward_layers, strict=True):
-            ahead = fwd(x)[0]
-            back = _reverse_within(bwd(_reverse_within(x, lengths))[0], lengths)
+        for layer in range(self.lstm.num_layers):
+            ahead = _one_way(self.lstm, layer, "", x)
+            back = _one_way(self.lstm, layer, "_reverse", _reverse_within(x, lengths))
+            back = _reverse_within(back, lengths)
             x = torch.cat([ahead, back], -1)
         last = (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, ahead.shape[2])
         final_ahead = ahead.gather(1, last)[:, 0]
