@@ -4,9 +4,10 @@ The model folder is written with :func:`~crfhead.inference.saved.save_folder` in
 folder (from a :class:`~crfhead.inference.TextTagger`, or re-saved from a saved folder after reading
 it with every check, so what is uploaded is always exactly what a save writes) and uploaded with
 ``HfApi.create_repo(exist_ok=True)`` and ``HfApi.upload_folder``; ``api=`` takes any object with
-those two methods (the tests use a local, file-based one). ``card=`` metadata (license, language...)
-goes into the model card's front matter and into ``config.json``, so it survives a reload and a
-later push.
+those two methods (the tests use a local, file-based one). The upload replaces the files an
+earlier push of a saved folder left (``delete_patterns``), and no others. ``card=`` metadata
+(license, language...) goes into the model card's front matter and into ``config.json``, so it
+survives a reload and a later push.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crfhead.inference.hub import valid_repo_id
+from crfhead.inference.hub import ALLOW_PATTERNS, valid_repo_id
 from crfhead.inference.saved import read_model, save_folder
 
 __all__ = ["push_to_hub"]
@@ -37,8 +38,9 @@ def push_to_hub(
     """Upload a model to a Hub model repository (created if missing); return the commit's URL.
 
     Args:
-        tagger_or_folder: a :class:`~crfhead.inference.TextTagger`, or the path of a saved folder
-            (read with every check, then saved again: what is uploaded is always a fresh save).
+        tagger_or_folder: a :class:`~crfhead.inference.TextTagger`, or what
+            :func:`~crfhead.inference.saved.read_model` reads (a saved folder, a checkpoint), read
+            with every check and saved again: what is uploaded is always a fresh save.
         repo_id: ``org/name``.
         private: create the repository private (an existing one keeps its visibility).
         commit_message: the commit's message.
@@ -84,5 +86,6 @@ def push_to_hub(
             repo_type="model",
             commit_message=commit_message,
             token=token,
+            delete_patterns=ALLOW_PATTERNS,  # a stale backbone/ of an earlier push goes
         )
     return str(getattr(info, "commit_url", info))

@@ -338,6 +338,7 @@ def test_push_then_load_back_through_the_cache(
         "token": "tok",
     }
     assert upload["repo_type"] == "model" and upload["commit_message"] == "Upload crfhead model"
+    assert upload["delete_patterns"] == hub.ALLOW_PATTERNS and upload["token"] == "tok"
     repo = tmp_path / "hub" / "org" / "name"
     assert {p.name for p in repo.iterdir()} == {
         "config.json",
