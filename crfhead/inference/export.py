@@ -206,7 +206,7 @@ def _export_torch(
 def _export_onnx(
     module: nn.Module,
     example: tuple[Tensor, ...],
-    dynamic: dict[str, dict[int, Any]],
+    dynamic: dict[str, Any],
     out: Path,
     meta: dict[str, Any],
     verbose: bool,
@@ -379,7 +379,7 @@ def export_model(
             extra = {"crfhead.json": json.dumps(meta), "vocabs.json": json.dumps(vocabs)}
             torch.export.save(exported, out, extra_files=extra)
         else:
-            dynamic = {"tensors": tuple(dims[name] for name in names)}
+            dynamic: dict[str, Any] = {"tensors": tuple(dims[name] for name in names)}
             _export_onnx(
                 program,
                 example,

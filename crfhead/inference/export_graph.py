@@ -33,6 +33,7 @@ from torch import Tensor, nn
 
 from crfhead import engine
 from crfhead.data.batching import Batch
+from crfhead.encoders.bilstm import BiLSTMEncoder, _CharLSTM
 from crfhead.engine.decode import mbr_potentials
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.model.tagger import Tagger
@@ -221,8 +222,8 @@ def chain_scans(pot: ChainPotentials, *, sums: bool = True, best: bool = True) -
     if steps is not None:
         xs = (*xs, steps.double())
     into0 = em64.new_zeros(()) if steps is None else torch.zeros_like(steps[0]).double()
-    init = (_zeros(B, em), em64.new_zeros(B, K), into0, _zeros(B, em, torch.long))
-    ys = _scan(back, init, xs, (*consts, last), reverse=True)[1]
+    init_back = (_zeros(B, em), em64.new_zeros(B, K), into0, _zeros(B, em, torch.long))
+    ys = _scan(back, init_back, xs, (*consts, last), reverse=True)[1]
     gamma = log_z = paths = None
     if sums and alphas is not None:
         log_z64 = torch.where(
@@ -312,10 +313,8 @@ class TracedBiLSTM(nn.Module):
     encoder requires and the collator makes them.
     """
 
-    def __init__(self, encoder: nn.Module) -> None:
+    def __init__(self, encoder: BiLSTMEncoder) -> None:
         super().__init__()
-        from crfhead.encoders.bilstm import _CharLSTM
-
         self.encoder = encoder
         self.words = _BiDirections(encoder.lstm)
         self.char_lstm = (
@@ -325,10 +324,12 @@ class TracedBiLSTM(nn.Module):
     def _chars(self, chars: Tensor) -> Tensor:
         """``(N, C)`` character ids → ``(N, out)`` as the encoder's character encoder (zeros for none)."""
         encoder = self.encoder.chars
+        assert encoder is not None
         if self.char_lstm is None:
             out: Tensor = encoder(chars)  # the CNN masks padding itself
             return out
         lengths = (chars != 0).sum(1)
+        assert isinstance(encoder, _CharLSTM)
         final = self.char_lstm(encoder.embed(chars), lengths)[1]
         return torch.where(lengths[:, None] > 0, final, torch.zeros_like(final))
 
@@ -368,8 +369,6 @@ class ModelProgram(nn.Module):
         super().__init__()
         if chain not in ("engine", "scan"):
             raise ValueError(f"chain must be 'engine' or 'scan', got {chain!r}")
-        from crfhead.encoders.bilstm import BiLSTMEncoder
-
         self.model = model
         self.chain = chain
         self.inputs = input_names(model)

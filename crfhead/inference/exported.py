@@ -111,7 +111,7 @@ class ExportedTagger:
 
     # ------------------------------------------------------------------------------ tagging
     @overload
-    def tag(self, texts: str, *, batch_size: int = ...) -> list[Entity]: ...
+    def tag(self, texts: str, *, batch_size: int = ...) -> list[Entity]: ...  # type: ignore[overload-overlap]  # a str is a Sequence[str]: this one first
 
     @overload
     def tag(self, texts: Sequence[str], *, batch_size: int = ...) -> list[list[Entity]]: ...
@@ -278,7 +278,7 @@ def _read_torch(file: Path) -> ExportedTagger:
 
 def _read_onnx(file: Path) -> ExportedTagger:
     try:
-        import onnxruntime as ort
+        import onnxruntime as ort  # type: ignore[import-untyped]
     except ImportError as err:
         raise ImportError(
             f"running an ONNX export needs onnxruntime ({err.name} is not installed): "

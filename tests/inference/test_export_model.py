@@ -73,6 +73,14 @@ def taggers(vocabs: dict[str, Any]) -> dict[str, TextTagger]:
         "indicator": _tagger(vocabs, None, "crfhead.heads.CRF"),
         "bilstm": _tagger(vocabs, BILSTM, "crfhead.heads.CRF"),
         "memm": _tagger(vocabs, None, "crfhead.heads.MEMM"),
+        "charlstm": _tagger(
+            vocabs,
+            {
+                "class_path": BILSTM["class_path"],
+                "init_args": {**BILSTM["init_args"], "char_encoder": "lstm"},  # type: ignore[dict-item]
+            },
+            "crfhead.heads.CRF",
+        ),
     }
 
 
@@ -239,7 +247,7 @@ def test_masks_with_holes_decode_as_the_engine(
     torch.testing.assert_close(got["log_z"], want["log_z"], atol=1e-5, rtol=1e-6)
 
 
-@pytest.mark.parametrize("model", ["indicator", "bilstm", "memm"])
+@pytest.mark.parametrize("model", ["indicator", "bilstm", "charlstm", "memm"])
 def test_the_onnx_program_runs_eagerly_as_the_engine(
     taggers: dict[str, TextTagger], model: str
 ) -> None:
@@ -251,7 +259,7 @@ def test_the_onnx_program_runs_eagerly_as_the_engine(
     """
     tagger = taggers[model]
     program = ModelProgram(tagger.model, "scan").eval()
-    batches = _batches(tagger) + ([_with_holes(tagger)] if model != "bilstm" else [])
+    batches = _batches(tagger) + ([_with_holes(tagger)] if "lstm" not in model else [])
     for given in batches:
         want = _eager(tagger, given)
         with torch.no_grad():
