@@ -227,3 +227,21 @@ def test_compiled_with_an_int64_mask_equals_eager_bool() -> None:
     want = step(em, tags, _mask())
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_exported_with_an_int64_mask_equals_eager_bool() -> None:
+    """``torch.export``: one program, run on other emissions with the int64 mask, decodes as eager."""
+    head = _randomised(CRF(K, labels=LABELS, scheme="BIO"))
+    em, _, _ = _inputs()
+
+    class Decode(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = head
+
+        def forward(self, em: Tensor, mask: Tensor) -> Tensor:
+            return self.head.decode(em, mask)
+
+    program = torch.export.export(Decode(), (em.float(), _mask().long()))
+    other = torch.randn(B, T, K, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(program.module()(other, _mask().long()), head.decode(other, _mask()))
