@@ -39,7 +39,7 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
             "vocabularies and tokenizer travel inside, so in any process\n"
             "  crfhead.load_exported(FILE).tag(texts)\n"
             "tags raw text as the model does. --decoder-only writes the head's decoder alone\n"
-            "(emissions (B, T, K) float32 and mask to paths; ONNX of fixed length --length)."
+            "(emissions (B, T, K) float32 and mask to paths; --length: the example's T)."
         ),
     )
     parser.add_argument("--model", "--checkpoint", dest="model", required=True, metavar="PATH")
@@ -64,7 +64,7 @@ def add_parser(sub: Subparsers, common: argparse.ArgumentParser) -> None:
         type=positive,
         default=128,
         metavar="T",
-        help="--decoder-only: the example's sequence length (ONNX: the fixed one; default 128)",
+        help="--decoder-only: the example's length (the fixed one where T cannot vary; default 128)",
     )
 
 

@@ -14,10 +14,10 @@ tokenizer and labels travel inside (a torch program's extra files ``crfhead.json
 probabilities, in a fresh process, with no checkpoint.
 
 :func:`export_decoder` writes the head's decoder alone: emissions ``(B, T, K)`` float32 and a mask
-``(B, T)`` bool to the decoded paths. The batch size is dynamic. A torch program whose decoder
-traces to the CPU kernel's custom ops serves every length ``T`` (``dynamic_length`` in its
-metadata); otherwise (ONNX, and decoders that loop over time in Python) ``T`` is the example's
-length, and shorter sequences are padded with mask ``False``. Its labels travel in the extra file
+``(B, T)`` bool to the decoded paths. The batch size is dynamic, and so is the length
+(``dynamic_length`` in its metadata) for ONNX (the scan chain) and for a torch program whose
+decoder traces to the CPU kernel's custom ops; otherwise ``T`` is the example's length, and
+shorter sequences are padded with mask ``False``. Its labels travel in the extra file
 ``labels.json`` / the ONNX property ``crfhead``.
 
 A ``.pt2`` holding crfhead's custom ops loads only where they are registered: :func:`register_ops`
@@ -68,14 +68,25 @@ _INPUT_SHAPES = {
 
 
 class HeadDecoder(nn.Module):
-    """A head's decoder as a module: emissions ``(B, T, K)``, mask ``(B, T)`` → paths ``(B, T)``."""
+    """A head's decoder as a module: emissions ``(B, T, K)``, mask ``(B, T)`` → paths ``(B, T)``.
 
-    def __init__(self, head: ChainHead) -> None:
+    Args:
+        head: the head.
+        scan: decode with the scan chain (:func:`~crfhead.inference.export_graph.chain_scans`,
+            what ONNX export takes, of any length) rather than the head's own decoder.
+    """
+
+    def __init__(self, head: ChainHead, scan: bool = False) -> None:
         super().__init__()
         self.head = head
+        self.scan = scan
 
     def forward(self, emissions: Tensor, mask: Tensor) -> Tensor:
         """The head's decoded paths, ``-1`` where masked."""
+        if self.scan:
+            from crfhead.inference.export_graph import scan_decode
+
+            return scan_decode(self.head.potentials(emissions, mask), self.head.decoder)[2]
         paths: Tensor = self.head.predict(emissions, mask)
         return paths
 
@@ -139,7 +150,7 @@ def export_decoder(
         raise IsADirectoryError(f"output is a folder, not a file: {out}")
     tagger.to("cpu")
     head = tagger.model.head.eval()
-    module = HeadDecoder(head).eval()
+    module = HeadDecoder(head, scan=fmt == "onnx").eval()
     labels = list(tagger.labels)
     example = (
         torch.randn(2, length, len(labels)),
@@ -147,8 +158,8 @@ def export_decoder(
     )
     batch = torch.export.Dim("batch")
     dynamic: dict[str, dict[int, Any]] = {"emissions": {0: batch}, "mask": {0: batch}}
-    # torch: the length is dynamic too where the decoder runs as the cpu kernel's custom ops (one
-    # program for every T); ONNX (no such ops) and decoders that loop over time in Python fix it.
+    # The length is dynamic too where the decoder runs as the cpu kernel's custom ops (torch) or
+    # as scans (ONNX); a torch decoder that loops over time in Python fixes it.
     varying: dict[str, dict[int, Any]] = dynamic
     if length > 1:  # an example of length 1 would specialise T
         T = torch.export.Dim("length", min=1)
@@ -175,7 +186,10 @@ def export_decoder(
         if fmt == "torch":
             _export_torch(module, example, varying, dynamic, out, meta, verbose, say)
         else:
-            _export_onnx(module, example, dynamic, out, meta, verbose)
+            meta["dynamic_length"] = varying is not dynamic
+            if meta["dynamic_length"]:
+                meta["inputs"] = {"emissions": ["B", "T", len(labels)], "mask": ["B", "T"]}
+            _export_onnx(module, example, varying, out, meta, verbose)
     return meta
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "TracedBiLSTM",
     "chain_scans",
     "input_names",
+    "scan_decode",
 ]
 
 INPUT_FIELDS = ("words", "chars", "features")
@@ -401,13 +402,13 @@ class ModelProgram(nn.Module):
                 return (tags,)
             gamma, log_z = engine.marginals(pot), engine.log_partition(pot)
         else:
-            gamma, log_z, tags = _scan_decode(pot, head.decoder)
+            gamma, log_z, tags = scan_decode(pot, head.decoder)
             if not head.calibrated:
                 return (tags,)
         return (tags, gamma, log_z, *_potential_outputs(pot))
 
 
-def _scan_decode(pot: ChainPotentials, decoder: str) -> tuple[Tensor, Tensor, Tensor]:
+def scan_decode(pot: ChainPotentials, decoder: str) -> tuple[Tensor, Tensor, Tensor]:
     """Marginals, ``log Z`` and the head's ``decoder`` (:data:`~crfhead.heads.base.DECODERS`) by scan."""
     gamma, log_z, paths = chain_scans(pot, best=decoder == "viterbi")
     assert gamma is not None and log_z is not None

@@ -35,7 +35,7 @@ from crfhead.data.sentence import Sentence
 from crfhead.engine.potentials import make_potentials
 from crfhead.inference import TextTagger
 from crfhead.inference.export import export_decoder, export_model, load_exported
-from crfhead.inference.export_graph import ModelProgram, _scan_decode, input_names
+from crfhead.inference.export_graph import ModelProgram, input_names, scan_decode
 from crfhead.model.tagger import Tagger
 
 TEXTS = [
@@ -288,7 +288,7 @@ def test_chain_scans_equal_the_engine(per_edge: bool, decoder: str) -> None:
         pot = make_potentials(
             em, tr, torch.randn(K, generator=g), torch.randn(K, generator=g), mask
         )
-        gamma, log_z, paths = _scan_decode(pot, decoder)
+        gamma, log_z, paths = scan_decode(pot, decoder)
         want = (
             engine.viterbi(pot)[1]
             if decoder == "viterbi"
@@ -318,12 +318,16 @@ def test_cli_exports_a_saved_model_that_tags_as_the_eager_one(
         )
 
 
-def test_a_decoder_export_runs_but_does_not_tag(
-    taggers: dict[str, TextTagger], folder: Path
+@pytest.mark.parametrize("fmt", ["torch", pytest.param("onnx", marks=pytest.mark.slow)])
+def test_a_decoder_export_runs_at_any_length_but_does_not_tag(
+    taggers: dict[str, TextTagger], folder: Path, fmt: str
 ) -> None:
+    if fmt == "onnx":
+        pytest.importorskip("onnxruntime")
+        pytest.importorskip("onnxscript")
     tagger = taggers["indicator"]
-    path = folder / "decoder.pt2"
-    export_decoder(tagger, path, length=6)
+    path = folder / f"decoder.{'pt2' if fmt == 'torch' else 'onnx'}"
+    assert export_decoder(tagger, path, length=6)["dynamic_length"]
     m = load_exported(path)
     assert m.input_names == ["emissions", "mask"] and m.output_names == ["tags"]
     emissions, mask = torch.randn(2, 9, len(tagger.labels)), torch.ones(2, 9, dtype=torch.bool)
