@@ -41,10 +41,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from crfhead import engine
+from crfhead.engine.messages import clamped_ratios, messages, words
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.heads.base import ChainHead
-from crfhead.numerics import IMPOSSIBLE
 from crfhead.schemes import Span, canonical_scheme, split_label
 
 __all__ = ["span_probabilities", "span_probabilities_from"]
@@ -108,6 +107,61 @@ def _span_cases(span: Span, times: Sequence[int], sets: _TagSets) -> list[list[_
     return cases
 
 
+class _Cases:
+    """The clamped windows of a batch's spans, as :func:`~crfhead.engine.messages.clamped_ratios` takes them."""
+
+    def __init__(self) -> None:
+        self.row: list[int] = []  # (C,) sentence of each case
+        self.span: list[int] = []  # (C,) flat index of its span
+        self.first: list[int] = []  # (C,) first clamped word (a)
+        self.length: list[int] = []  # (C,) last clamped word less the first (b - a)
+        self.clamp_case: list[int] = []
+        self.clamp_offset: list[int] = []
+        self.clamp_set: list[int] = []
+
+    def add(self, row: int, span: int, clamps: Sequence[_Clamp]) -> None:
+        """One case of span ``span``: ``clamps`` are ``(word, tag set)`` over consecutive words."""
+        first = min(word for word, _ in clamps)
+        case = len(self.row)
+        for word, v in clamps:
+            self.clamp_case.append(case)
+            self.clamp_offset.append(word - first)
+            self.clamp_set.append(v)
+        self.row.append(row)
+        self.span.append(span)
+        self.first.append(first)
+        self.length.append(max(word for word, _ in clamps) - first)
+
+
+def _window_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor:
+    """``(C,)`` float64 ``Z_c / Z`` of every case, from one forward-backward of each sentence.
+
+    The messages and windows are computed in float64 on the CPU whatever the potentials' dtype and
+    device: the results are Python floats, float64 keeps ratios of tiny sums exact, and the blocked
+    scan's few hundred small steps run faster there than as accelerator kernel launches.
+    """
+    chain = words(
+        ChainPotentials(
+            *(x.to(device="cpu", dtype=torch.float64) for x in pot.chain[:4]),
+            mask=pot.mask.cpu(),
+        )
+    )
+    alpha, beta = messages(chain)
+    return clamped_ratios(
+        chain,
+        alpha,
+        beta,
+        torch.tensor(cases.row),
+        torch.tensor(cases.first),
+        torch.tensor(cases.length),
+        (
+            torch.tensor(cases.clamp_case),
+            torch.tensor(cases.clamp_offset),
+            table[torch.tensor(cases.clamp_set)],
+        ),
+    )
+
+
 def _parse_labels(
     crf: ChainHead, labels: Sequence[str], scheme: str
 ) -> list[tuple[str, str | None]]:
@@ -125,21 +179,16 @@ def _probabilities(
     parsed: Sequence[tuple[str, str | None]],
 ) -> list[list[float]]:
     """Span probabilities for validated potentials (see :func:`span_probabilities`)."""
-    B, T, K = pot.shape
+    B, _, K = pot.shape
     if len(spans) != B:
         raise ValueError(f"got span lists for {len(spans)} sequences, but the batch has {B}")
     types = {typ for _, typ in parsed if typ is not None}
-    rows_on = pot.mask.tolist()
+    lengths = pot.mask.sum(1).tolist()
     sets = _TagSets(parsed)
-    row_batch: list[int] = []  # (R,) sentence of each clamped chain
-    row_span: list[int] = []  # (R,) flat index of its span
-    clamp_row: list[int] = []
-    clamp_time: list[int] = []
-    clamp_set: list[int] = []
-    counts: list[int] = []
+    cases = _Cases()
+    num_spans = 0
     for b, row_spans in enumerate(spans):
-        times = [t for t, on in enumerate(rows_on[b]) if on]
-        n = len(times)
+        n = lengths[b]
         for span in row_spans:
             if span.label not in types:
                 raise ValueError(
@@ -151,45 +200,16 @@ def _probabilities(
                     f"span {span!r} of sequence {b} is out of range: positions are word indices "
                     f"0..{n - 1} into the {n} unmasked positions, with start <= end"
                 )
-            for clamps in _span_cases(span, times, sets):
-                for t, v in clamps:
-                    clamp_row.append(len(row_batch))
-                    clamp_time.append(t)
-                    clamp_set.append(v)
-                row_batch.append(b)
-                row_span.append(len(counts))
-            counts.append(0)
-    num_spans = len(counts)
+            for clamps in _span_cases(span, range(n), sets):
+                cases.add(b, num_spans, clamps)
+            num_spans += 1
     if num_spans == 0:
         return [[] for _ in spans]
-    device = pot.emissions.device
-    totals = pot.emissions.new_zeros(num_spans)
-    if row_batch:
-        R = len(row_batch)
-        idx = torch.tensor(row_batch, device=device)
-        keep = torch.ones(R, T, K, dtype=torch.bool, device=device)
-        table = torch.tensor(sets.vectors, dtype=torch.bool, device=device).reshape(-1, K)
-        keep[torch.tensor(clamp_row, device=device), torch.tensor(clamp_time, device=device)] = (
-            table[torch.tensor(clamp_set, device=device)]
-        )
-        clamped = torch.where(keep, pot.emissions[idx], pot.emissions.new_tensor(IMPOSSIBLE))
-        transitions = pot.transitions
-        if pot.per_position:
-            transitions = torch.cat([transitions, transitions[idx]])
-        # One chain per sentence (its log Z) and one per case of every span, in one call.
-        stacked = ChainPotentials(
-            emissions=torch.cat([pot.emissions, clamped]),
-            transitions=transitions,
-            start=pot.start,
-            end=pot.end,
-            mask=torch.cat([pot.mask, pot.mask[idx]]),
-        )
-        log_z = engine.log_partition(stacked)  # (B + R,)
-        whole = log_z[:B][idx]  # a sentence with no valid path has no span of any probability
-        ratios = torch.where(
-            whole > float("-inf"), log_z[B:] - whole, float("-inf")
-        ).exp()  # Z_c / Z
-        totals = totals.index_add(0, torch.tensor(row_span, device=device), ratios)
+    totals = torch.zeros(num_spans, dtype=torch.float64)
+    if cases.row:
+        table = torch.tensor(sets.vectors, dtype=torch.bool).reshape(-1, K)
+        ratios = _window_ratios(pot, cases, table)  # (C,) Z_c / Z
+        totals = totals.index_add(0, torch.tensor(cases.span), ratios)
     flat = totals.clamp(0.0, 1.0).tolist()
     out: list[list[float]] = []
     offset = 0
