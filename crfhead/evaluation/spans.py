@@ -140,12 +140,10 @@ def _window_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor
     device: the results are Python floats, float64 keeps ratios of tiny sums exact, and the blocked
     scan's few hundred small steps run faster there than as accelerator kernel launches.
     """
-    chain = words(
-        ChainPotentials(
-            *(x.to(device="cpu", dtype=torch.float64) for x in pot.chain[:4]),
-            mask=pot.mask.cpu(),
-        )
+    emissions, transitions, start, end = (
+        x.to(device="cpu", dtype=torch.float64) for x in pot.chain[:4]
     )
+    chain = words(ChainPotentials(emissions, transitions, start, end, pot.mask.cpu()))
     alpha, beta = messages(chain)
     return clamped_ratios(
         chain,
