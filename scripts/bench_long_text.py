@@ -21,14 +21,19 @@ would take).
     .venv/bin/python scripts/bench_long_text.py --case long   # one case (what the parent runs)
 
 Measured 2026-12-02 on this 2-core machine shared with four other jobs (load average 6-9), the
-tiny model, span probabilities of ``crfhead/evaluation/spans.py`` as committed at 6a05796 (before
-issue 28's linear rewrite), ``--model`` a saved folder of it: the 20,094-token text with sentence
-splitting in 8.2 s (3.2 CPU s), 3,101 entities; as 512-token windows in 17.6 s (7.2 CPU s; the
-quadratic span probabilities on 512-token chains); tags agreeing with the whole-chain path on
-94.1 % (sentences: the model was trained on sentences) and 99.98 % (windows) of tokens; peak
-resident memory of the case 846 MiB (240 MiB before tagging). The 1,000,568-token stream (6,463
-documents) through ``iter_tag`` in 331 s (165 CPU s, about 3,000 tokens/s), resident memory
-243.3, 243.8, 243.7, 243.0, 242.0, 243.6, 243.3, 243.8, 243.9, 243.9, 243.7 MiB at each tenth.
+tiny model as a saved folder (``--model``), 20,094-token text, 3,101 entities with sentences:
+
+* span probabilities of ``crfhead/evaluation/spans.py`` as of a59072c (before issue 28's
+  rewrite): sentences 8.2 s (3.2 CPU s); 512-token windows 17.6 s (7.2 CPU s); peak resident
+  memory of the case 846 MiB (240 MiB before tagging). The 1,000,568-token stream (6,463
+  documents) through ``iter_tag``: 331 s (165 CPU s, about 3,000 tokens/s), resident memory
+  243.3, 243.8, 243.7, 243.0, 242.0, 243.6, 243.3, 243.8, 243.9, 243.9, 243.7 MiB at each tenth;
+* as of 19024c0 (the linear rewrite): sentences 22.5 s (14.6 CPU s; with ``batch_size=256`` 4.7
+  CPU s, 1024: 3.8 CPU s: the new span probabilities cost much more per call on small batches of
+  short chains); windows 15.3 s (12.1 CPU s); peak 418 MiB.
+
+Both: tags agree with the whole-chain path on 94.1 % of tokens with sentences (the model was
+trained on sentences) and 99.98 % with windows.
 """
 
 from __future__ import annotations
