@@ -20,7 +20,8 @@ Two ways to run the chain, chosen by ``chain``:
 The BiLSTM encoder packs its sequences by length (``pack_padded_sequence``: data-dependent, not
 traceable), and ``nn.LSTM`` exports only at a fixed length; :class:`TracedBiLSTM` computes the same
 function on padded tensors, each direction of each layer its recurrence as a scan, the backward one
-over each row reversed within its length. Every other
+over each row reversed within its length. For ONNX the indicator encoder's ``embedding_bag`` is
+:class:`GatheredIndicators` (ONNX has no bag op: it becomes a loop over the bags). Every other
 encoder is traced as it is; the transformer encoder is not exportable (it tokenises in its forward).
 """
 
@@ -34,6 +35,7 @@ from torch import Tensor, nn
 from crfhead import engine
 from crfhead.data.batching import Batch
 from crfhead.encoders.bilstm import BiLSTMEncoder, _CharLSTM
+from crfhead.encoders.indicator import IndicatorEncoder
 from crfhead.engine.decode import mbr_potentials
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.model.tagger import Tagger
@@ -42,6 +44,7 @@ __all__ = [
     "INPUT_FIELDS",
     "OUTPUTS",
     "ChainResult",
+    "GatheredIndicators",
     "ModelProgram",
     "TracedBiLSTM",
     "chain_scans",
@@ -353,6 +356,27 @@ class TracedBiLSTM(nn.Module):
         return emissions.masked_fill(~mask[..., None], 0.0)
 
 
+class GatheredIndicators(nn.Module):
+    """:class:`~crfhead.encoders.IndicatorEncoder`'s sums as a gather and a sum (for ONNX).
+
+    ``embedding_bag`` becomes a loop over the ``B * T`` bags in ONNX (slow in onnxruntime); a
+    gather of the ``(B, T, F, K)`` rows and a sum over ``F`` is the same sum (id 0 left out), in
+    another order of additions. Shares the encoder's weights.
+    """
+
+    def __init__(self, encoder: IndicatorEncoder) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Emissions ``(B, T, K)``, 0 at padded positions (all of whose ids are 0)."""
+        assert batch.features is not None
+        ids = batch.features
+        rows = self.encoder.weight[ids]  # (B, T, F, K)
+        out: Tensor = torch.where((ids > 0)[..., None], rows, torch.zeros_like(rows)).sum(2)
+        return out
+
+
 # ------------------------------------------------------------------------------ the program
 class ModelProgram(nn.Module):
     """Encoder → potentials → tags (+ marginals, ``log Z`` and the potentials): see the module docstring.
@@ -373,11 +397,11 @@ class ModelProgram(nn.Module):
         self.model = model
         self.chain = chain
         self.inputs = input_names(model)
-        self.encoder: nn.Module = (
-            TracedBiLSTM(model.encoder)
-            if isinstance(model.encoder, BiLSTMEncoder) and not model.head.scores_words
-            else model.encoder
-        )
+        self.encoder: nn.Module = model.encoder
+        if isinstance(model.encoder, BiLSTMEncoder):
+            self.encoder = TracedBiLSTM(model.encoder)
+        elif isinstance(model.encoder, IndicatorEncoder) and chain == "scan":
+            self.encoder = GatheredIndicators(model.encoder)
         self.calibrated = bool(model.head.calibrated)
         self.outputs: list[str] = list(OUTPUTS if self.calibrated else OUTPUTS[:1])
 
