@@ -14,7 +14,8 @@ log-matrix products), loops of ``nb`` steps carry the messages across block boun
 of ``L`` steps fill in each block from its boundary message (all blocks at once): about
 ``3L + 2nb`` Python steps (``5 sqrt(N)``) instead of ``2N``, for ``K`` times the arithmetic of the
 plain scan (a 20,000-word chain: 700 steps instead of 40,000). A memory budget on the block
-products (``B nb K^3`` numbers) sets ``nb`` for wide batches and many tags.
+products (``B nb K^3`` numbers) sets ``nb`` for wide batches; above 24 tags the products cost more
+than they save, and one block (the plain scan) runs.
 
 Everything is in log space; ``-inf`` (forbidden) is excluded exactly by the log-sum-exp of
 :mod:`crfhead.numerics`, and every message is shifted so that its largest entry is 0 (a row with no
@@ -35,8 +36,12 @@ from crfhead.numerics import logsumexp, safe_max
 
 __all__ = ["WordChain", "clamped_ratios", "log_matmul", "messages", "step_matrices", "words"]
 
-_BLOCK_BUDGET = 1 << 24
-"""The most numbers of one step of the block products, ``B * nb * K^3`` (128 MiB in float64)."""
+_BLOCK_BUDGET = 1 << 20
+"""The most numbers of one step of the block products, ``B * nb * K^3`` (8 MiB in float64)."""
+
+_MOST_BLOCKED_TAGS = 24
+"""Above this many tags the block products (``K`` times the arithmetic of the plain scan) cost more
+than the Python steps they save, and :func:`messages` runs one block (the plain scan)."""
 
 
 class WordChain(NamedTuple):
@@ -119,9 +124,40 @@ def _shift(x: Tensor, dims: int = 1) -> Tensor:
 
 def _blocks(B: int, N: int, K: int) -> tuple[int, int]:
     """``(nb, L)``: about ``sqrt(N)`` blocks of ``L`` words, fewer where the budget says so."""
+    if K > _MOST_BLOCKED_TAGS:
+        return 1, N
     nb = max(1, min(math.isqrt(N), _BLOCK_BUDGET // max(1, B * K**3)))
     L = -(-N // nb)
     return -(-N // L), L
+
+
+class _Steps:
+    """``steps(r)``: ``(B, nb, K, K)``, the steps into word ``r`` of every block of ``L`` words.
+
+    Built a slab of consecutive ``r`` at a time (within :data:`_BLOCK_BUDGET` numbers), so that a
+    step of the scans indexes one tensor rather than gathering its scores anew.
+    """
+
+    def __init__(self, chain: WordChain, nb: int, L: int) -> None:
+        B, _, K = chain.emissions.shape
+        device = chain.emissions.device
+        self.chain, self.L = chain, L
+        self.starts = torch.arange(nb, device=device) * L  # (nb,) the first word of each block
+        self.rows = torch.arange(B, device=device)[:, None, None]
+        self.width = max(1, min(L, _BLOCK_BUDGET // max(1, B * nb * K * K)))
+        self.lo = -2 * self.width  # no slab yet
+        self.slab = chain.emissions.new_empty(0)
+
+    def __call__(self, r: int) -> Tensor:
+        if not self.lo <= r < self.lo + self.width:
+            self.lo = r - r % self.width
+            cols = torch.arange(
+                self.lo, min(self.lo + self.width, self.L), device=self.starts.device
+            )
+            index = self.starts[None, :, None] + cols[None, None, :]  # (1, nb, R)
+            rows = self.rows.expand(-1, index.shape[1], index.shape[2])
+            self.slab = step_matrices(self.chain, rows, index.expand_as(rows))  # (B, nb, R, K, K)
+        return self.slab[:, :, r - self.lo]
 
 
 def messages(chain: WordChain, block: int | None = None) -> tuple[Tensor, Tensor]:
@@ -147,13 +183,7 @@ def messages(chain: WordChain, block: int | None = None) -> tuple[Tensor, Tensor
     else:
         L = max(1, min(block, N))
         nb = -(-N // L)
-    starts = torch.arange(nb, device=E.device) * L  # (nb,) the first word of each block
-
-    rows = torch.arange(B, device=E.device)[:, None].expand(B, nb)
-
-    def steps(r: int) -> Tensor:  # (B, nb, K, K): the steps into word r of every block
-        return step_matrices(chain, rows, (starts + r).expand(B, nb))
-
+    steps = _Steps(chain, nb, L)
     # Boundary messages: into[:, c] is alpha before block c (the word before it), out[:, c] beta
     # after it (its last word). Block 0 enters from ``start + U_0`` through the identity at word 0.
     first = _shift(chain.start + E[:, 0])  # (B, K)

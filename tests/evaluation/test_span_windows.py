@@ -225,6 +225,25 @@ def test_messages_give_the_engine_marginals(block: int | None, per_position: boo
         assert bool((alpha[b, :n].amax(-1) == 0).all())  # shifted so that the largest entry is 0
 
 
+def test_step_slabs_and_many_tags_change_no_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    labels = LABEL_SETS["BIO"]
+    pot = random_potentials(12, 3, 40, labels, "BIO", per_position=True, constrained=True)
+    chain = msg.words(pot)
+    want = msg.messages(chain, block=7)  # 6 blocks, one slab of steps
+    monkeypatch.setattr(msg, "_BLOCK_BUDGET", 3 * 6 * 5 * 5 * 2)  # slabs of 2 steps
+    for got, ref in zip(msg.messages(chain, block=7), want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    # Above 24 tags one block runs: the plain scan.
+    many = [f"I-T{i}" for i in range(29)] + ["O"]
+    pot = random_potentials(13, 2, 15, many, "IO")
+    assert msg._blocks(2, 15, 30) == (1, 15)
+    alpha, beta = msg.messages(msg.words(pot))
+    for b in range(2):
+        n = int(pot.mask[b].sum())
+        probs = torch.softmax(alpha[b, :n] + beta[b, :n], dim=-1)
+        torch.testing.assert_close(probs, marginals(pot)[b, pot.mask[b]], rtol=0, atol=1e-12)
+
+
 def test_the_memory_budget_shrinks_the_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert msg._blocks(1, 20_000, 9) == (141, 142)
     monkeypatch.setattr(msg, "_BLOCK_BUDGET", 4 * 3 * 9**3)
