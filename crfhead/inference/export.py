@@ -1,7 +1,7 @@
 """A trained model as a ``torch.export`` program (``.pt2``) or ONNX, and :func:`load_exported` to run one.
 
 :func:`export_model` writes the whole model, encoder and head (:class:`~crfhead.inference.
-export_graph.ModelProgram`): the tensors of the model's own batch in (those of ``word``, ``chars``,
+export_graph.ModelProgram`): the tensors of the model's own batch in (those of ``words``, ``chars``,
 ``features`` it reads, then the ``mask``; names, dtypes and shapes in the metadata), out the decoded
 tags ``(B, T)`` int64 (``-1`` where masked) and, for a probability head, the node marginals
 ``(B, T, K)``, ``log Z`` ``(B,)`` and the chain potentials, from which the span probabilities of
