@@ -13,9 +13,9 @@ loop of ``L`` steps multiplies each block's step matrices (all blocks at once, `
 log-matrix products), loops of ``nb`` steps carry the messages across block boundaries, and loops
 of ``L`` steps fill in each block from its boundary message (all blocks at once): about
 ``3L + 2nb`` Python steps (``5 sqrt(N)``) instead of ``2N``, for ``K`` times the arithmetic of the
-plain scan (a 20,000-word chain: 700 steps instead of 40,000). A memory budget on the block
-products (``B nb K^3`` numbers) sets ``nb`` for wide batches; above 24 tags the products cost more
-than they save, and one block (the plain scan) runs.
+plain scan (a 20,000-word chain: 700 steps instead of 40,000). The block products cost ``B K^3``
+per word against the Python steps they save: they pay for long chains of a narrow batch with few
+tags, and elsewhere one block (the plain scan) runs; a memory budget on them sets ``nb``.
 
 Everything is in log space; ``-inf`` (forbidden) is excluded exactly by the log-sum-exp of
 :mod:`crfhead.numerics`, and every message is shifted so that its largest entry is 0 (a row with no
@@ -39,9 +39,14 @@ __all__ = ["WordChain", "clamped_ratios", "log_matmul", "messages", "step_matric
 _BLOCK_BUDGET = 1 << 20
 """The most numbers of one step of the block products, ``B * nb * K^3`` (8 MiB in float64)."""
 
-_MOST_BLOCKED_TAGS = 24
-"""Above this many tags the block products (``K`` times the arithmetic of the plain scan) cost more
-than the Python steps they save, and :func:`messages` runs one block (the plain scan)."""
+_MOST_BLOCKED_WORK = 1 << 14
+"""The most ``B K^3`` (the block products' numbers per word) for which blocks pay. Measured on 2
+cores, one 20,000-word chain: K = 9 0.5 s blocked, 6 s plain; K = 21 4 s and 7 s; K = 49 140 s and
+10 s. A batch of 64 sentences of 5 to 30 words, K = 9 (``B K^3`` = 46,656): 26 ms plain, 90 ms
+blocked."""
+
+_LEAST_BLOCKED_WORDS = 64
+"""Below this many words blocks save too few steps to pay for their products."""
 
 
 class WordChain(NamedTuple):
@@ -123,8 +128,8 @@ def _shift(x: Tensor, dims: int = 1) -> Tensor:
 
 
 def _blocks(B: int, N: int, K: int) -> tuple[int, int]:
-    """``(nb, L)``: about ``sqrt(N)`` blocks of ``L`` words, fewer where the budget says so."""
-    if K > _MOST_BLOCKED_TAGS:
+    """``(nb, L)``: about ``sqrt(N)`` blocks of ``L`` words where blocks pay, within the budget."""
+    if N < _LEAST_BLOCKED_WORDS or B * K**3 > _MOST_BLOCKED_WORK:
         return 1, N
     nb = max(1, min(math.isqrt(N), _BLOCK_BUDGET // max(1, B * K**3)))
     L = -(-N // nb)

@@ -233,7 +233,7 @@ def test_step_slabs_and_many_tags_change_no_message(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(msg, "_BLOCK_BUDGET", 3 * 6 * 5 * 5 * 2)  # slabs of 2 steps
     for got, ref in zip(msg.messages(chain, block=7), want, strict=True):
         torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
-    # Above 24 tags one block runs: the plain scan.
+    # With many tags one block runs: the plain scan.
     many = [f"I-T{i}" for i in range(29)] + ["O"]
     pot = random_potentials(13, 2, 15, many, "IO")
     assert msg._blocks(2, 15, 30) == (1, 15)
@@ -249,6 +249,8 @@ def test_the_memory_budget_shrinks_the_blocks(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(msg, "_BLOCK_BUDGET", 4 * 3 * 9**3)
     assert msg._blocks(3, 20_000, 9) == (4, 5000)
     assert msg._blocks(100, 50, 49) == (1, 50)
+    assert msg._blocks(1, 63, 9) == (1, 63)  # too short for blocks
+    assert msg._blocks(64, 20_000, 9) == (1, 20_000)  # too wide: 64 * 9**3 > 2**14
     labels = LABEL_SETS["IO"]
     pot = random_potentials(8, 3, 30, labels, "IO")
     spans = [
