@@ -953,6 +953,8 @@ def load(
     *,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
 ) -> TextTagger:
     """Load a trained model: a ``train.py`` checkpoint (``.ckpt``) or a folder written by :meth:`TextTagger.save`.
 
@@ -962,11 +964,13 @@ def load(
     ``crfhead.components`` entry points; a checkpoint is read with ``weights_only=True``, and one
     holding other objects loads only through ``read_checkpoint(path, trust=True)`` or
     ``CRFHEAD_TRUST_CHECKPOINT=1`` (a pickle: it can then run code). ``dtype`` is the dtype the
-    encoder runs in (:class:`TextTagger`).
+    encoder runs in (:class:`TextTagger`). A path that does not exist and reads as a Hub model id
+    (``org/name``, ``org/name@revision``) is read from the Hub (``revision``, ``cache_dir``:
+    :func:`~crfhead.inference.saved.read_model`).
 
     Raises:
         FileNotFoundError: nothing at ``path``.
         ValueError: one line naming the file, for anything that is not a crfhead model.
     """
-    files: ModelFiles = read_model(path)
+    files: ModelFiles = read_model(path, revision=revision, cache_dir=cache_dir)
     return TextTagger(files.build(), files.vocabs, files.config, device, files.report, dtype)
