@@ -1,5 +1,10 @@
 """Span probabilities from one forward-backward (issue 28) against three oracles.
 
+The span tests run on both exact routes of :mod:`crfhead.evaluation.spans`: the windows over one
+forward-backward (long rows) and whole clamped chains (batches of short rows, ``CLAMPED_UP_TO``),
+the route forced by the ``route`` fixture; the long-document tests take the windows, as any row
+over ``CLAMPED_UP_TO`` words does.
+
 * Enumeration of every labelling of tiny chains (K <= 5, T <= 6): the probability of a span is the
   sum of p(path) over the paths whose entities (:func:`crfhead.schemes.tags_to_spans`) include it.
 * The clamped-chain implementation it replaced (``span_oracle.py``, verbatim), on random batches up
@@ -26,6 +31,7 @@ from crfhead.engine import marginals, viterbi
 from crfhead.engine import messages as msg
 from crfhead.engine.backends.select import use_backend
 from crfhead.engine.potentials import ChainPotentials, make_potentials
+from crfhead.evaluation import spans as spans_module
 from crfhead.evaluation.spans import span_probabilities, span_probabilities_from
 from crfhead.schemes import Span, allowed_transitions, tags_to_spans
 
@@ -36,6 +42,15 @@ LABEL_SETS = {
     "BIOUL": ["O", "U-X", "B-Y", "I-Y", "L-Y"],
     "IO": ["O", "I-X", "I-Y", "I-Z"],
 }
+
+
+@pytest.fixture(params=["windows", "chains"])
+def route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Force one route for every row length: windows always, or clamped chains always."""
+    monkeypatch.setattr(spans_module, "CLAMPED_UP_TO", -1 if request.param == "windows" else 10**9)
+    return str(request.param)
+
+
 BIO9 = ["O"] + [f"{role}-{typ}" for typ in ("PER", "ORG", "LOC", "MISC") for role in "BI"]
 
 
@@ -142,6 +157,7 @@ VARIANTS = {
 }
 
 
+@pytest.mark.usefixtures("route")
 @pytest.mark.parametrize("scheme", list(LABEL_SETS))
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_every_span_matches_enumeration(scheme: str, variant: str) -> None:
@@ -159,6 +175,7 @@ def test_every_span_matches_enumeration(scheme: str, variant: str) -> None:
             assert p == pytest.approx(row_want.get(span, 0.0), abs=1e-9), (span, variant)
 
 
+@pytest.mark.usefixtures("route")
 def test_a_sentence_with_no_valid_path_gives_zero() -> None:
     labels = LABEL_SETS["BIO"]
     pot = random_potentials(1, 2, 5, labels, "BIO", dead_row=True)
@@ -182,6 +199,7 @@ def random_spans(
     return out
 
 
+@pytest.mark.usefixtures("route")
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("seed", range(6))
 def test_random_batches_match_the_clamped_chains(seed: int, dtype: torch.dtype) -> None:
@@ -278,6 +296,7 @@ def test_windows_are_chunked_without_changing_a_result(monkeypatch: pytest.Monke
         assert row_whole == pytest.approx(row_old, rel=1e-9, abs=1e-9)
 
 
+@pytest.mark.usefixtures("route")
 @pytest.mark.parametrize("backend", ["portable", "cpu"])
 def test_inference_mode_and_backends(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     labels = LABEL_SETS["BIO"]
