@@ -39,6 +39,7 @@ from crfhead.numerics import IMPOSSIBLE
 if TYPE_CHECKING:
     import torch
 
+    from crfhead.inference.exported import ExportedTagger
     from crfhead.inference.text_tagger import TextTagger
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "StructuredPerceptron",
     "__version__",
     "load",
+    "load_exported",
     "make_potentials",
     "register_component",
 ]
@@ -69,14 +71,32 @@ def _installed_version() -> str:
 __version__ = _installed_version()
 
 
-def load(path: str | Path, *, device: str | torch.device | None = None) -> TextTagger:
-    """A trained model ready to tag text: a ``train.py`` checkpoint or a folder written by ``save``.
+def load(
+    path: str | Path,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    revision: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> TextTagger:
+    """A trained model ready to tag text: a checkpoint, a saved folder, or a Hub id (``org/name``).
 
     See :func:`crfhead.inference.load` (imported on first use: loading pulls in the encoders).
     """
     from crfhead.inference import load as load_model
 
-    return load_model(path, device=device)
+    return load_model(path, device=device, dtype=dtype, revision=revision, cache_dir=cache_dir)
+
+
+def load_exported(path: str | Path) -> ExportedTagger:
+    """Run a ``crfhead export`` file (``.pt2`` or ONNX) in any process: the ops it needs registered.
+
+    See :func:`crfhead.inference.export.load_exported` (imported on first use).
+    """
+    from crfhead.inference.export import load_exported as load_program
+
+    program: ExportedTagger = load_program(path)
+    return program
 
 
 def register_component(cls: type) -> type:

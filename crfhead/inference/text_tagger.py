@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from collections.abc import Iterable, Iterator, Sequence, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -916,6 +916,33 @@ class TextTagger:
             FileExistsError: ``folder`` exists and is not empty, and ``overwrite`` is False.
         """
         return save_folder(folder, self.model, self.config, self.vocabs, self.report, overwrite)
+
+    def push_to_hub(
+        self,
+        repo_id: str,
+        *,
+        private: bool = False,
+        commit_message: str = "Upload crfhead model",
+        token: str | None = None,
+        api: Any = None,
+        card: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Upload the model to the Hub model repository ``repo_id`` (``org/name``); the commit's URL.
+
+        See :func:`crfhead.inference.hub_push.push_to_hub`; ``card`` takes ``license``,
+        ``language``, ``datasets``, ``tags`` and ``name`` for the model card's metadata.
+        """
+        from crfhead.inference.hub_push import push_to_hub
+
+        return push_to_hub(
+            self,
+            repo_id,
+            private=private,
+            commit_message=commit_message,
+            token=token,
+            api=api,
+            card=card,
+        )
 
     def __repr__(self) -> str:
         types = sorted(self.entity_types)
