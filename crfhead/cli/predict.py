@@ -14,7 +14,8 @@ lines give exactly one output line per input line: a blank line gives a record w
 (JSON lines: ``{"text": "", "tokens": [], "tags": [], "entities": []}``; ``token tag`` output: an
 empty sentence, one blank line). CoNLL is tagged sentence by sentence, each echoed once the blank
 line after it is read. With ``--group`` other than ``none`` the whole input is read first (a group
-decoder decodes its texts jointly). At the end stderr says ``read N lines, wrote M lines``.
+decoder decodes its texts jointly). At the end stderr says ``read N lines, wrote M lines`` (an error
+is its one line instead).
 
 An error in the input (a malformed JSON line, bytes that are not UTF-8, a bad CoNLL line) names the
 file and line and exits with status 2 when the reader reaches it; every line before it has been
@@ -135,11 +136,10 @@ def run(ns: argparse.Namespace) -> int:
         open_input(ns.input, fmt, separator=ns.separator, tokenized=ns.tokenized) as source,
         LineWriter(ns.output) as out,
     ):
-        try:
-            for batch in batches(source, size, source.ready if streaming else lambda: True):
-                out.write(_tagged_lines(tagger, batch, ns, fmt, out_fmt))
-        finally:
-            say(f"read {source.lines_read} lines, wrote {out.written} lines")
+        for batch in batches(source, size, source.ready if streaming else lambda: True):
+            out.write(_tagged_lines(tagger, batch, ns, fmt, out_fmt))
+    # On an error the one error line names the input line; every line before it was written.
+    say(f"read {source.lines_read} lines, wrote {out.written} lines")
     return 0
 
 

@@ -38,6 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from crfhead.heads.base import ChainHead
+from crfhead.inference.exported import register_ops
 from crfhead.inference.text_tagger import TextTagger
 
 __all__ = [
@@ -254,17 +255,6 @@ def _export_onnx(
     if vocabs is not None:
         onnx_program.model.metadata_props["crfhead.vocabs"] = json.dumps(vocabs)
     onnx_program.save(str(out))
-
-
-def register_ops() -> None:
-    """Register crfhead's custom ops (``torch.ops.crfhead.*``), which a ``.pt2`` program may call.
-
-    Importing their modules registers them: the CPU kernel's (``viterbi``, ``marginals``,
-    ``forward_backward``, ``nll``) and the run-time check of the potentials
-    (``refuse_non_finite``). The kernel itself is compiled on its first call if not cached.
-    """
-    import crfhead.engine.backends.cpu.custom_ops
-    import crfhead.engine.potentials  # noqa: F401
 
 
 def _example(model: Any, names: list[str], B: int, T: int) -> tuple[Tensor, ...]:

@@ -31,7 +31,7 @@ from crfhead.evaluation.spans import span_probabilities_from
 from crfhead.inference.entities import Entity, Tagged, entities_of
 from crfhead.schemes import Span, tags_to_spans
 
-__all__ = ["ExportedTagger", "read_exported"]
+__all__ = ["ExportedTagger", "read_exported", "register_ops"]
 
 _DTYPES = {"bool": torch.bool, "int64": torch.int64, "float32": torch.float32}
 
@@ -251,9 +251,18 @@ def read_exported(path: str | Path) -> ExportedTagger:
     return _read_torch(file)
 
 
-def _read_torch(file: Path) -> ExportedTagger:
-    from crfhead.inference.export import register_ops
+def register_ops() -> None:
+    """Register crfhead's custom ops (``torch.ops.crfhead.*``), which a ``.pt2`` program may call.
 
+    Importing their modules registers them: the CPU kernel's (``viterbi``, ``marginals``,
+    ``forward_backward``, ``nll``) and the run-time check of the potentials
+    (``refuse_non_finite``). The kernel itself is compiled on its first call if not cached.
+    """
+    import crfhead.engine.backends.cpu.custom_ops
+    import crfhead.engine.potentials  # noqa: F401
+
+
+def _read_torch(file: Path) -> ExportedTagger:
     register_ops()
     extra = {"crfhead.json": "", "vocabs.json": "", "labels.json": ""}
     try:
