@@ -250,13 +250,16 @@ def test_predict_tags_text_with_span_probabilities(tmp_path: Path) -> None:
             ]
         )
     records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert [len(r["tokens"]) for r in records] == [10, 3]
+    # One record per input line: the blank line gives an empty one.
+    assert [len(r["tokens"]) for r in records] == [10, 0, 3]
     for r in records:
         assert len(r["tags"]) == len(r["tokens"])
         for e in r["entities"]:  # character offsets into the text, exact probabilities
             assert r["text"][e["start"] : e["end"]] == e["text"]
             assert 0.0 <= e["probability"] <= 1.0
-    assert (tmp_path / "out.conll").read_text().count("\n\n") == 2
+    # token-tag lines: each sentence ends with a blank line, the empty one is a blank line alone.
+    blank = [line == "" for line in (tmp_path / "out.conll").read_text().splitlines()]
+    assert blank == [False] * 10 + [True, True] + [False] * 3 + [True]
 
 
 def test_error_predict_missing_checkpoint_names_the_path(tmp_path: Path) -> None:
