@@ -27,6 +27,7 @@ A ``.pt2`` holding crfhead's custom ops loads only where they are registered: :f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import warnings
@@ -37,6 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from crfhead.engine.backends.select import available, use_backend
 from crfhead.heads.base import ChainHead
 from crfhead.inference.exported import register_ops
 from crfhead.inference.text_tagger import TextTagger
@@ -185,13 +187,23 @@ def export_decoder(
     out.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         if fmt == "torch":
-            _export_torch(module, example, varying, dynamic, out, meta, verbose, say)
+            with _kernel_ops():
+                _export_torch(module, example, varying, dynamic, out, meta, verbose, say)
         else:
             meta["dynamic_length"] = varying is not dynamic
             if meta["dynamic_length"]:
                 meta["inputs"] = {"emissions": ["B", "T", len(labels)], "mask": ["B", "T"]}
             _export_onnx(module, example, varying, out, meta, verbose)
     return meta
+
+
+def _kernel_ops() -> contextlib.AbstractContextManager[None]:
+    """Trace the engine as the CPU kernel's custom ops (of any length) where the kernel loads.
+
+    ``CRFHEAD_BACKEND=portable`` or a ``use_backend`` block would otherwise trace the portable scan,
+    whose Python loop over time fixes the length; the kernel's ops give the same values.
+    """
+    return use_backend("cpu") if available("cpu")[0] else contextlib.nullcontext()
 
 
 def _export_torch(
@@ -314,7 +326,10 @@ def export_model(
         raise ValueError(f"max_length must be >= 2 or None, got {max_length}")
     tagger.to("cpu")
     model = tagger.model.eval()
-    program = ModelProgram(model, "engine" if fmt == "torch" else "scan").eval()
+    # A .pt2 program calls the CPU kernel's custom ops, of any length, whatever backend the process
+    # runs; without the kernel (or for ONNX, which has no such ops) the chain is the scan program.
+    engine_chain = fmt == "torch" and available("cpu")[0]
+    program = ModelProgram(model, "engine" if engine_chain else "scan").eval()
     names = program.inputs
     labels = list(tagger.labels)
     K = len(labels)
@@ -379,7 +394,8 @@ def export_model(
     with torch.no_grad():
         if fmt == "torch":
             shapes = {"tensors": tuple(dims[name] for name in names)}
-            exported = torch.export.export(program, example, dynamic_shapes=shapes)
+            with _kernel_ops():
+                exported = torch.export.export(program, example, dynamic_shapes=shapes)
             extra = {"crfhead.json": json.dumps(meta), "vocabs.json": json.dumps(vocabs)}
             torch.export.save(exported, out, extra_files=extra)
         else:

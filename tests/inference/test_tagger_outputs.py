@@ -110,7 +110,7 @@ def test_k_best_of_a_two_sentence_text_is_the_enumerations(
     allowed = int(torch.isfinite(logp).sum())
     (everything,) = tagger.annotate([TWO], k=allowed + 50)
     assert everything.best is not None and len(everything.best) == allowed
-    assert sum(p for p, _ in everything.best) == pytest.approx(1.0, abs=1e-6)
+    assert sum(p for p, _ in everything.best) == pytest.approx(1.0, abs=1e-5)  # float32 scores
 
 
 def test_marginals_are_the_enumerations_and_the_engines(
