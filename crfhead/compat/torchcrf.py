@@ -62,7 +62,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _Output = Callable[[Any], Any]
 
 # The arguments laid out (T, B, ...) when batch_first=False; the base names them so in every method.
-_LAYOUT_ARGS = ("emissions", "tags", "mask")
+_LAYOUT_ARGS = ("emissions", "tags", "mask", "allowed")
 
 # ids of the modules now running a public call: nested calls see the batch-first ChainHead contract.
 _INSIDE: ContextVar[frozenset[int]] = ContextVar("crfhead_compat_torchcrf", default=frozenset())
@@ -138,6 +138,7 @@ _ENGINE_LEVEL = (
 _REFUSED: dict[str, str] = {
     "predict_from": _ENGINE_LEVEL,
     "potentials": _ENGINE_LEVEL,
+    "chain": _ENGINE_LEVEL,
     "gold_score": _ENGINE_LEVEL,
     "check_gold": _ENGINE_LEVEL,
 }

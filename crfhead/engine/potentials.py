@@ -21,6 +21,7 @@ it as dead code. Under ``torch.onnx.export`` (ONNX has no such op) the check is 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -37,6 +38,7 @@ __all__ = [
     "constrain",
     "make_potentials",
     "refuse_non_finite_op",
+    "restrict",
 ]
 
 Chain = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
@@ -267,3 +269,51 @@ def constrain(scores: Tensor, allowed: Tensor) -> Tensor:
     The gradient to a forbidden entry is exactly 0.
     """
     return torch.where(allowed, scores, torch.full_like(scores, IMPOSSIBLE))
+
+
+def restrict(pot: ChainPotentials, allowed: Tensor) -> ChainPotentials:
+    """``pot`` conditioned on per-position label sets: every disallowed emission becomes ``-inf``.
+
+    The labellings of the result are exactly those of ``pot`` whose tag at every unmasked position
+    ``t`` lies in ``allowed[b, t]``, with the same scores; so its ``log Z`` is ``log Z_allowed`` (the
+    partial-label likelihood's numerator, Tsuboi et al. 2008) and every decoder, marginal and sample
+    is conditioned on the sets. Masked positions ignore ``allowed``. The gradient to a disallowed
+    emission is exactly 0.
+
+    Args:
+        pot: the chain potentials, emissions ``(B, T, K)``.
+        allowed: ``(B, T, K)`` bool (or integer 0/1), on the potentials' device.
+
+    Raises:
+        ValueError: ``allowed`` not a bool/0-1 tensor of shape ``(B, T, K)`` on the potentials'
+            device; an unmasked position with no allowed label (naming the sequence and position).
+    """
+    B, T, K = pot.shape
+    if not isinstance(allowed, Tensor):
+        raise ValueError(f"allowed must be a (B, T, K) bool tensor, got {type(allowed).__name__}")
+    if tuple(allowed.shape) != (B, T, K):
+        raise ValueError(
+            f"allowed must be (B, T, K) = {(B, T, K)} for emissions of shape {(B, T, K)}, "
+            f"got shape {tuple(allowed.shape)}"
+        )
+    if allowed.device != pot.emissions.device:
+        raise ValueError(
+            f"allowed is on {allowed.device} but emissions are on {pot.emissions.device}"
+        )
+    try:
+        allowed = as_bool_mask(allowed)
+    except ValueError as err:
+        raise ValueError(str(err).replace("mask", "allowed", 1)) from None
+    if not is_tracing():
+        empty = pot.mask & ~allowed.any(dim=-1)  # (B, T)
+        if bool(empty.any()):
+            where = empty.nonzero().tolist()
+            shown = ", ".join(f"sequence {b} position {t}" for b, t in where[:5])
+            raise ValueError(
+                f"allowed leaves {len(where)} unmasked position(s) with no label ({shown}"
+                f"{', ...' if len(where) > 5 else ''}): every position needs at least one allowed "
+                "label (all True means unknown)"
+            )
+    keep = allowed | ~pot.mask[..., None]
+    emissions = torch.where(keep, pot.emissions, torch.full_like(pot.emissions, IMPOSSIBLE))
+    return dataclasses.replace(pot, emissions=emissions)

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from crfhead import engine
-from crfhead.engine.potentials import ChainPotentials, check_tag_range
+from crfhead.engine.potentials import ChainPotentials, check_tag_range, restrict
 from crfhead.heads.fit import CountingFit, Fit, GradientFit
 from crfhead.numerics import is_tracing, straight_clamp
 from crfhead.schemes import allowed_transitions, canonical_scheme
@@ -263,46 +263,178 @@ class ChainHead(nn.Module):
         raise NotImplementedError
 
     def sequence_losses(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+        self,
+        emissions: Tensor,
+        tags: Tensor | None,
+        mask: Tensor | None,
+        allowed: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """The training loss of each sequence's gold ``tags``, ``(B,)``, and the ``(B, T)`` mask used.
+        """The training loss of each sequence, ``(B,)``, and the ``(B, T)`` mask used.
+
+        With ``allowed`` ``(B, T, K)`` the loss of the partial annotation (every labelling inside the
+        sets); ``tags`` may then be ``None``.
 
         Raises:
-            ValueError: bad shapes/dtypes, out-of-range tags, or gold tags breaking the scheme.
+            ValueError: bad shapes/dtypes, out-of-range tags, gold tags breaking the scheme, tags
+                outside ``allowed``, an ``allowed`` that leaves a sequence no valid path.
         """
         raise NotImplementedError
 
+    # ------------------------------------------------------------------ partial labels
+    def chain(
+        self, emissions: Tensor, mask: Tensor | None = None, allowed: Tensor | None = None
+    ) -> ChainPotentials:
+        """:meth:`potentials`, conditioned on ``allowed`` ``(B, T, K)`` bool when given.
+
+        Every disallowed emission is ``-inf`` (:func:`~crfhead.engine.potentials.restrict`), so
+        every quantity of the engine on the result is conditioned on the label sets.
+
+        Raises:
+            ValueError: ``allowed`` of the wrong shape or dtype, or an unmasked position with no
+                allowed label (naming the sequence and position).
+        """
+        pot = self.potentials(emissions, mask)
+        return pot if allowed is None else restrict(pot, allowed)
+
+    @staticmethod
+    def refuse_dead(dead: Tensor) -> None:
+        """Raise naming the sequences of ``dead`` ``(B,)`` bool: rows ``allowed`` leaves no path.
+
+        Skipped while tracing (a data-dependent raise cannot be traced).
+
+        Raises:
+            ValueError: some row is dead.
+        """
+        if is_tracing() or not bool(dead.any()):
+            return
+        rows = dead.nonzero()[:, 0].tolist()
+        raise ValueError(
+            f"sequence(s) {rows[:10]}{' ...' if len(rows) > 10 else ''}: the allowed labels leave "
+            "no valid tag path (every labelling inside the sets uses a forbidden start, transition "
+            "or end of the scheme, or a -inf score)"
+        )
+
+    def check_allowed_tags(self, tags: Tensor, allowed: Tensor, mask: Tensor) -> None:
+        """Refuse gold ``tags`` ``(B, T)`` outside ``allowed`` ``(B, T, K)`` at unmasked positions.
+
+        Raises:
+            ValueError: naming the first sequence and position and the tag.
+        """
+        if is_tracing():
+            return
+        safe = torch.where(mask, tags, torch.zeros_like(tags)).clamp(0, self.num_tags - 1)
+        inside = allowed.to(torch.bool).gather(2, safe[..., None])[..., 0]
+        bad = mask & ~inside
+        if bool(bad.any()):
+            b, t = (int(i) for i in bad.nonzero()[0])
+            raise ValueError(
+                f"gold tag {int(tags[b, t])} at (sequence {b}, position {t}) is not among the "
+                f"allowed labels there ({allowed[b, t].nonzero()[:, 0].tolist()}); given both, the "
+                "tags must lie in allowed"
+            )
+
+    def partial_nll(
+        self,
+        emissions: Tensor,
+        tags: Tensor | None,
+        mask: Tensor | None,
+        allowed: Tensor,
+        pot: ChainPotentials | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """``log Z - log Z_allowed`` per sequence, ``(B,)``, and the ``(B, T)`` mask used.
+
+        The negative log of the probability of every labelling inside the sets (the partial-label
+        likelihood of Tsuboi et al. 2008); with one label per position it is the usual NLL. Both
+        partition functions come from one engine call over the stacked ``(2B, T, K)`` chains, so the
+        gradient is ``marginals - marginals_allowed``. ``pot``: the head's potentials already built
+        (default :meth:`potentials`).
+
+        Raises:
+            ValueError: as :meth:`sequence_losses`.
+        """
+        if pot is None:
+            pot = self.potentials(emissions, mask)
+        sub = restrict(pot, allowed)
+        if tags is not None:
+            tags = self._check_tags(emissions, tags, pot.mask)
+            self.check_allowed_tags(tags, allowed, pot.mask)
+            self.check_gold(pot, tags)
+        B = pot.shape[0]
+        stacked = ChainPotentials(
+            emissions=torch.cat([pot.emissions, sub.emissions]),
+            transitions=torch.cat([pot.transitions, pot.transitions])
+            if pot.per_position
+            else pot.transitions,
+            start=pot.start,
+            end=pot.end,
+            mask=torch.cat([pot.mask, pot.mask]),
+        )
+        logz = engine.log_partition(stacked)  # (2B,)
+        full, inside = logz[:B], logz[B:]
+        self.refuse_dead(pot.nonempty & torch.isneginf(inside.detach()))
+        return straight_clamp(full - inside, min=0.0), pot.mask
+
+    def _alive(self, pot: ChainPotentials, score: Tensor, allowed: Tensor | None) -> None:
+        """Refuse rows of a restricted chain whose best ``score`` ``(B,)`` is ``-inf`` (no path)."""
+        if allowed is not None:
+            self.refuse_dead(pot.nonempty & torch.isneginf(score.detach()))
+
     # ------------------------------------------------------------------ shared
     def loss(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
+        self,
+        emissions: Tensor,
+        tags: Tensor | None = None,
+        mask: Tensor | None = None,
+        reduction: str = "mean",
+        *,
+        allowed: Tensor | None = None,
     ) -> Tensor:
         """The training loss of the gold ``tags`` (:meth:`sequence_losses`), reduced.
 
         Args:
             emissions: ``(B, T, K)``.
-            tags: ``(B, T)`` gold tags (ignored where masked, so ``-100`` padding is fine).
+            tags: ``(B, T)`` gold tags (ignored where masked, so ``-100`` padding is fine); may be
+                ``None`` with ``allowed``.
             mask: ``(B, T)`` bool or ``None``.
             reduction: ``"none"`` → ``(B,)``; ``"sum"``; ``"mean"`` over sequences; ``"token_mean"``
                 over unmasked tokens (:func:`reduce_loss`).
+            allowed: ``(B, T, K)`` bool, the labels each position may take (a partial annotation:
+                all True where the label is unknown); the loss is then that of every labelling
+                inside the sets.
 
         Raises:
-            ValueError: on bad shapes/dtypes, out-of-range tags, an unknown reduction, or (constrained
-                head) gold paths that break the scheme: repair them with
-                :func:`crfhead.schemes.repair_tags`.
+            ValueError: on bad shapes/dtypes, out-of-range tags, an unknown reduction, neither
+                ``tags`` nor ``allowed``, tags outside ``allowed``, an ``allowed`` that leaves a
+                sequence no valid path, or (constrained head) gold paths that break the scheme:
+                repair them with :func:`crfhead.schemes.repair_tags`.
         """
         self._check_reduction(reduction)
-        losses, used = self.sequence_losses(emissions, tags, mask)
+        self._need_labels(tags, allowed)
+        losses, used = self.sequence_losses(emissions, tags, mask, allowed)
         return reduce_loss(losses, used, reduction)
 
+    @staticmethod
+    def _need_labels(tags: Tensor | None, allowed: Tensor | None) -> None:
+        if tags is None and allowed is None:
+            raise ValueError("a loss needs the gold tags (B, T), or allowed (B, T, K), or both")
+
     def forward(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
+        self,
+        emissions: Tensor,
+        tags: Tensor | None = None,
+        mask: Tensor | None = None,
+        reduction: str = "mean",
+        *,
+        allowed: Tensor | None = None,
     ) -> Tensor:
         """Same as :meth:`loss` (a head is a loss in ``forward``)."""
-        return self.loss(emissions, tags, mask, reduction)
+        return self.loss(emissions, tags, mask, reduction, allowed=allowed)
 
-    def log_partition(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
-        """``log Z(x)`` per sequence, ``(B,)``; 0 for a fully masked row."""
-        return engine.log_partition(self.potentials(emissions, mask))
+    def log_partition(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> Tensor:
+        """``log Z(x)`` per sequence, ``(B,)``; 0 for a fully masked row; ``log Z_allowed`` with ``allowed``."""
+        return engine.log_partition(self.chain(emissions, mask, allowed))
 
     def score(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None) -> Tensor:
         """Score of the given tag paths, ``(B,)``; ``-inf`` for a path that breaks the constraints."""
@@ -310,15 +442,28 @@ class ChainHead(nn.Module):
         return engine.score(pot, self._check_tags(emissions, tags, pot.mask))
 
     def nll(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "mean"
+        self,
+        emissions: Tensor,
+        tags: Tensor | None = None,
+        mask: Tensor | None = None,
+        reduction: str = "mean",
+        *,
+        allowed: Tensor | None = None,
     ) -> Tensor:
         """Conditional negative log-likelihood ``log Z - score(tags)`` under this head's chain, reduced.
 
         This is the log-loss the metrics report for every head (for the CRF it is also the training
-        loss). Arguments and reductions as in :meth:`loss`.
+        loss). Arguments and reductions as in :meth:`loss`. With ``allowed`` ``(B, T, K)`` it is
+        ``log Z - log Z_allowed``, the negative log-probability of the partial annotation
+        (:meth:`partial_nll`).
         """
         self._check_reduction(reduction)
-        losses, used = self.sequence_nll(emissions, tags, mask)
+        self._need_labels(tags, allowed)
+        if allowed is not None:
+            losses, used = self.partial_nll(emissions, tags, mask, allowed)
+        else:
+            assert tags is not None
+            losses, used = self.sequence_nll(emissions, tags, mask)
         return reduce_loss(losses, used, reduction)
 
     def sequence_nll(
@@ -333,43 +478,105 @@ class ChainHead(nn.Module):
         gold = engine.score(pot, self._check_tags(emissions, tags, pot.mask))
         return straight_clamp(engine.log_partition(pot) - gold, min=0.0), pot.mask
 
-    def marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 where masked."""
-        return engine.marginals(self.potentials(emissions, mask))
+    def marginals(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> Tensor:
+        """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 where masked (and outside ``allowed``).
 
-    def edge_marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
+        With ``allowed`` ``(B, T, K)``: the marginals conditioned on the sets.
+
+        Raises:
+            ValueError: ``allowed`` leaves a sequence no valid path.
+        """
+        pot = self.chain(emissions, mask, allowed)
+        gamma = engine.marginals(pot)
+        if allowed is not None:  # a dead row's marginals are all 0
+            self.refuse_dead(pot.nonempty & ~(gamma.detach().sum(-1) > 0).any(1))
+        return gamma
+
+    def edge_marginals(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> Tensor:
         """Edge marginals ``(B, T-1, K, K)``; entry ``t-1`` is the edge entering position ``t``."""
-        return engine.edge_marginals(self.potentials(emissions, mask))
+        pot = self.chain(emissions, mask, allowed)
+        if allowed is not None:
+            self._alive(pot, engine.log_partition(pot), allowed)
+        return engine.edge_marginals(pot)
 
-    def max_marginals(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
+    def max_marginals(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> Tensor:
         """Max-marginals ``max_{z: z_t = k} p(z | x)``, ``(B, T, K)``; 0 where masked."""
-        return engine.max_marginals(self.potentials(emissions, mask))
+        pot = self.chain(emissions, mask, allowed)
+        if allowed is not None:
+            self._alive(pot, engine.log_partition(pot), allowed)
+        return engine.max_marginals(pot)
 
-    def entropy(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Entropy of ``p(z | x)`` in nats, ``(B,)``."""
-        return engine.entropy(self.potentials(emissions, mask))
+    def entropy(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> Tensor:
+        """Entropy of ``p(z | x)`` in nats, ``(B,)`` (of ``p(z | x, z in allowed)`` with ``allowed``)."""
+        pot = self.chain(emissions, mask, allowed)
+        if allowed is not None:
+            self._alive(pot, engine.log_partition(pot), allowed)
+        return engine.entropy(pot)
 
-    def viterbi(self, emissions: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """Best path and its score: ``(scores (B,), paths (B, T))``, ``-1`` where masked."""
-        return engine.viterbi(self.potentials(emissions, mask))
+    def viterbi(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Best path and its score: ``(scores (B,), paths (B, T))``, ``-1`` where masked.
 
-    def decode(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Viterbi paths, ``(B, T)`` int64, ``-1`` where masked."""
+        With ``allowed``: the best path inside the sets.
+
+        Raises:
+            ValueError: ``allowed`` leaves a sequence no valid path.
+        """
+        pot = self.chain(emissions, mask, allowed)
+        best, paths = engine.viterbi(pot)
+        self._alive(pot, best, allowed)
+        return best, paths
+
+    def decode(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> Tensor:
+        """Viterbi paths, ``(B, T)`` int64, ``-1`` where masked (the best inside ``allowed`` when given)."""
         with torch.no_grad():  # paths carry no gradient: skip the differentiable path score
-            return self.viterbi(emissions, mask)[1]
+            return self.viterbi(emissions, mask, allowed=allowed)[1]
 
-    def topk(self, emissions: Tensor, k: int, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)``; missing: ``-inf`` and ``-1``."""
-        return engine.topk(self.potentials(emissions, mask), k)
+    def topk(
+        self,
+        emissions: Tensor,
+        k: int,
+        mask: Tensor | None = None,
+        *,
+        allowed: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)``; missing: ``-inf`` and ``-1``.
+
+        With ``allowed``: the ``k`` best inside the sets (fewer than ``k`` exist: the rest missing).
+        """
+        pot = self.chain(emissions, mask, allowed)
+        scores, paths = engine.topk(pot, k)
+        self._alive(pot, scores[:, 0], allowed)
+        return scores, paths
 
     def posterior_decode(
-        self, emissions: Tensor, mask: Tensor | None = None, *, valid_only: bool = False
+        self,
+        emissions: Tensor,
+        mask: Tensor | None = None,
+        *,
+        valid_only: bool = False,
+        allowed: Tensor | None = None,
     ) -> Tensor:
         """Posterior-marginal (minimum-Bayes-risk) tags, ``(B, T)``, ``-1`` where masked.
 
         With ``valid_only=True`` the best path under the scheme's constraints by expected correct tags.
+        With ``allowed``: from the marginals conditioned on the sets (the tags stay inside them).
         """
-        return engine.posterior_decode(self.potentials(emissions, mask), valid_only=valid_only)
+        pot = self.chain(emissions, mask, allowed)
+        if allowed is not None:
+            self._alive(pot, engine.log_partition(pot), allowed)
+        return engine.posterior_decode(pot, valid_only=valid_only)
 
     def sample(
         self,
@@ -377,13 +584,32 @@ class ChainHead(nn.Module):
         num_samples: int,
         mask: Tensor | None = None,
         generator: torch.Generator | None = None,
+        *,
+        allowed: Tensor | None = None,
     ) -> Tensor:
-        """Exact samples of ``p(z | x)``, ``(S, B, T)``, ``-1`` where masked."""
-        return engine.sample(self.potentials(emissions, mask), num_samples, generator)
+        """Exact samples of ``p(z | x)``, ``(S, B, T)``, ``-1`` where masked (of ``p(z | x, allowed)``)."""
+        pot = self.chain(emissions, mask, allowed)
+        if allowed is not None:
+            self._alive(pot, engine.log_partition(pot), allowed)
+        return engine.sample(pot, num_samples, generator)
 
-    def predict(self, emissions: Tensor, mask: Tensor | None = None) -> Tensor:
+    def predict(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> Tensor:
         """Tag ids by the head's ``decoder``, ``(B, T)`` int64, ``-1`` where masked."""
-        return self.predict_from(self.potentials(emissions, mask))
+        pot = self.chain(emissions, mask, allowed)
+        out = self.predict_from(pot)
+        self._check_predicted(pot, out, allowed)
+        return out
+
+    def _check_predicted(self, pot: ChainPotentials, out: Tensor, allowed: Tensor | None) -> None:
+        """Refuse rows of a restricted chain with no path, from the decoded ``out`` ``(B, T)``."""
+        if allowed is None:
+            return
+        if self.decoder == "viterbi":  # a dead row decodes to all -1
+            self.refuse_dead(pot.nonempty & ((out < 0) & pot.mask).any(1))
+        else:  # posterior decoders argmax all-0 marginals: ask log Z
+            self._alive(pot, engine.log_partition(pot), allowed)
 
     def predict_from(self, pot: ChainPotentials) -> Tensor:
         """:meth:`predict` on potentials already built (by :meth:`potentials`): ``(B, T)``, ``-1`` where masked."""
@@ -392,14 +618,18 @@ class ChainHead(nn.Module):
                 return engine.viterbi(pot)[1]
         return engine.posterior_decode(pot, valid_only=self.decoder == "posterior_valid")
 
-    def decode_labels(self, emissions: Tensor, mask: Tensor | None = None) -> list[list[str]]:
+    def decode_labels(
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
+    ) -> list[list[str]]:
         """Decoded paths (by ``decoder``) as label strings, masked positions dropped; needs ``labels``."""
         if self.labels is None:
             raise ValueError(
                 f"decode_labels needs the {type(self).__name__} to be built with labels=[...]"
             )
-        pot = self.potentials(emissions, mask)
-        return path_labels(self.predict_from(pot), pot.mask, self.labels)
+        pot = self.chain(emissions, mask, allowed)
+        out = self.predict_from(pot)
+        self._check_predicted(pot, out, allowed)
+        return path_labels(out, pot.mask, self.labels)
 
 
 class CountingHead(ChainHead):

@@ -81,7 +81,18 @@ class CRF(ChainHead):
         return losses, pot.mask
 
     def sequence_losses(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+        self,
+        emissions: Tensor,
+        tags: Tensor | None,
+        mask: Tensor | None,
+        allowed: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """The training loss is the conditional NLL (:meth:`sequence_nll`)."""
+        """The training loss: the conditional NLL (:meth:`sequence_nll`), or with ``allowed``.
+
+        With ``allowed`` ``(B, T, K)``: ``log Z - log Z_allowed``
+        (:meth:`~crfhead.heads.base.ChainHead.partial_nll`).
+        """
+        if allowed is not None:
+            return self.partial_nll(emissions, tags, mask, allowed)
+        assert tags is not None
         return self.sequence_nll(emissions, tags, mask)

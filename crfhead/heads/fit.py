@@ -98,8 +98,14 @@ class GradientFit(Fit):
 
     def step(self, batch: Any, emissions: Callable[[], Tensor], reduction: str) -> Tensor | None:  # noqa: D102
         scores = emissions()
-        tags, mask = batch.tags.to(scores.device), batch.mask.to(scores.device)
-        loss: Tensor = self.head.loss(scores, tags, mask, reduction)
+        mask = batch.mask.to(scores.device)
+        allowed = getattr(batch, "allowed", None)
+        if allowed is not None:  # partial labels: the loss of every labelling inside the sets
+            partial: Tensor = self.head.loss(
+                scores, None, mask, reduction, allowed=allowed.to(scores.device)
+            )
+            return partial
+        loss: Tensor = self.head.loss(scores, batch.tags.to(scores.device), mask, reduction)
         return loss
 
 
@@ -126,6 +132,12 @@ class CountingFit(Fit):
     def step(self, batch: Any, emissions: Callable[[], Tensor], reduction: str) -> Tensor | None:  # noqa: D102
         if batch.tags is None or batch.words is None:
             raise ValueError("counting needs the batch's words and tags")
+        if getattr(batch, "allowed", None) is not None:
+            raise ValueError(
+                f"{type(self.head).__name__} is fitted by counting, which needs one gold tag per "
+                "position: it cannot train from partial labels (a batch with several allowed "
+                "labels at some position); use the CRF, MEMM or perceptron head"
+            )
         self.head.accumulate(batch.words, batch.tags, batch.mask)
         self._synced = False
         return None

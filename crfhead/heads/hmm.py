@@ -282,9 +282,24 @@ class HMM(CountingHead):
         return self._potentials(emissions, mask, None)
 
     def sequence_losses(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+        self,
+        emissions: Tensor,
+        tags: Tensor | None,
+        mask: Tensor | None,
+        allowed: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """The joint log-loss ``-log p(x, z)`` that counting minimises (reported, never stepped on)."""
+        """The joint log-loss ``-log p(x, z)`` that counting minimises (reported, never stepped on).
+
+        Raises:
+            ValueError: ``allowed`` given: counting needs one tag per position (partial labels would
+                need EM); ``nll(..., allowed=...)`` and constrained decoding work.
+        """
+        if allowed is not None or tags is None:
+            raise ValueError(
+                "the HMM is fitted by counting, which needs one gold tag per position: it cannot "
+                "train from partial labels (allowed=); use the CRF, MEMM or perceptron head, or "
+                "give every position a tag"
+            )
         pot = self.potentials(emissions, mask)
         return -self.gold_score(pot, emissions, tags), pot.mask
 

@@ -127,8 +127,20 @@ class MEMM(ChainHead):
         return self._chain(emissions, mask, end_constraint=True)
 
     def sequence_losses(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+        self,
+        emissions: Tensor,
+        tags: Tensor | None,
+        mask: Tensor | None,
+        allowed: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """The local log-loss ``-sum_t log p(z_t | z_{t-1}, x)`` with the gold previous tag."""
+        """The local log-loss ``-sum_t log p(z_t | z_{t-1}, x)`` with the gold previous tag.
+
+        With ``allowed`` ``(B, T, K)``: ``-log`` of the summed probability of every labelling inside
+        the sets, ``-log Z_allowed`` of the chain (whose ``log Z`` is 0 without the end constraint):
+        a forward recursion, no longer local.
+        """
         pot = self._chain(emissions, mask, end_constraint=False)
-        return -self.gold_score(pot, emissions, tags), pot.mask
+        if allowed is None:
+            assert tags is not None
+            return -self.gold_score(pot, emissions, tags), pot.mask
+        return self.partial_nll(emissions, tags, mask, allowed, pot=pot)

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from crfhead import engine
-from crfhead.engine.potentials import ChainPotentials
+from crfhead.engine.potentials import ChainPotentials, restrict
 from crfhead.heads.crf import CRF
 from crfhead.heads.fit import CostAugmentedFit
 
@@ -89,11 +89,33 @@ class StructuredPerceptron(CRF):
         return dataclasses.replace(pot, emissions=pot.emissions + extra)
 
     def sequence_losses(
-        self, emissions: Tensor, tags: Tensor, mask: Tensor | None
+        self,
+        emissions: Tensor,
+        tags: Tensor | None,
+        mask: Tensor | None,
+        allowed: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """``score(ẑ) + cost·Hamming(ẑ, z) - score(z)`` per sequence; ``>= 0``."""
+        """``score(ẑ) + cost·Hamming(ẑ, z) - score(z)`` per sequence; ``>= 0``.
+
+        With ``allowed`` ``(B, T, K)`` (partial labels) the gold path ``z`` is the best labelling
+        inside the sets under the current scores, the latent-variable perceptron of Fernandes &
+        Brefeld (2011) (Sun et al. 2009): the update moves towards the best consistent labelling and
+        is 0 when the best path overall is consistent.
+        """
         pot = self.potentials(emissions, mask)
-        gold = self.gold_score(pot, emissions, tags)
+        if allowed is not None:
+            sub = restrict(pot, allowed)
+            if tags is not None:
+                tags = self._check_tags(emissions, tags, pot.mask)
+                self.check_allowed_tags(tags, allowed, pot.mask)
+            with torch.no_grad():
+                best_inside, imputed = engine.viterbi(sub)
+            self.refuse_dead(pot.nonempty & torch.isneginf(best_inside))
+            gold = engine.score(pot, imputed)
+            tags = imputed
+        else:
+            assert tags is not None
+            gold = self.gold_score(pot, emissions, tags)
         aug = self.augmented(pot, tags.long())
         with torch.no_grad():
             best = engine.viterbi(aug)[1]  # (B, T)
