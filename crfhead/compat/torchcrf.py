@@ -123,6 +123,7 @@ _OUTPUTS: dict[str, tuple[_Output, str]] = {
     "sample": (_swap(1, 2), "``(S, T, B)``"),
     "sequence_nll": (_each(_same, _TIME_LEADS), "losses ``(B,)``, the mask used ``(T, B)``"),
     "sequence_losses": (_each(_same, _TIME_LEADS), "losses ``(B,)``, the mask used ``(T, B)``"),
+    "partial_nll": (_each(_same, _TIME_LEADS), "losses ``(B,)``, the mask used ``(T, B)``"),
 }
 
 # Public methods that take or give no (B, T) layout at all: inherited as they are.
@@ -141,6 +142,7 @@ _REFUSED: dict[str, str] = {
     "chain": _ENGINE_LEVEL,
     "gold_score": _ENGINE_LEVEL,
     "check_gold": _ENGINE_LEVEL,
+    "check_allowed_tags": "checks tensors already laid out batch-first by the public methods",
 }
 _UNCLASSIFIED = (
     "is not yet classified by crfhead.compat.torchcrf, so it could misread (T, B) inputs; "
@@ -280,15 +282,17 @@ class CRF(_CRF):
     # Nested calls (the base's predict) get ChainHead.decode's (B, T) tensor, not these lists.
     @_layout_method(_same, inner=_CRF.decode)
     def decode(  # type: ignore[override]
-        self, emissions: Tensor, mask: Tensor | None = None
+        self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
     ) -> list[list[int]]:
         """Viterbi paths as lists of tag ids, one per sequence (masked positions dropped).
 
         Args:
             emissions: ``(T, B, K)`` (``(B, T, K)`` with ``batch_first``).
             mask: ``(T, B)`` bool or integer 0/1, e.g. uint8 (``(B, T)``), or ``None``.
+            allowed: ``(T, B, K)`` bool (``(B, T, K)``), the labels each position may take
+                (crfhead extension), or ``None``.
         """
-        paths = _CRF.decode(self, emissions, mask).tolist()
+        paths = _CRF.decode(self, emissions, mask, allowed=allowed).tolist()
         return [[tag for tag in row if tag >= 0] for row in paths]
 
 
