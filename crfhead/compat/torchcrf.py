@@ -142,7 +142,6 @@ _REFUSED: dict[str, str] = {
     "chain": _ENGINE_LEVEL,
     "gold_score": _ENGINE_LEVEL,
     "check_gold": _ENGINE_LEVEL,
-    "check_allowed_tags": "checks tensors already laid out batch-first by the public methods",
 }
 _UNCLASSIFIED = (
     "is not yet classified by crfhead.compat.torchcrf, so it could misread (T, B) inputs; "

@@ -297,7 +297,7 @@ class ChainHead(nn.Module):
         return pot if allowed is None else restrict(pot, allowed)
 
     @staticmethod
-    def refuse_dead(dead: Tensor) -> None:
+    def _refuse_dead(dead: Tensor) -> None:
         """Raise naming the sequences of ``dead`` ``(B,)`` bool: rows ``allowed`` leaves no path.
 
         Skipped while tracing (a data-dependent raise cannot be traced).
@@ -314,7 +314,7 @@ class ChainHead(nn.Module):
             "or end of the scheme, or a -inf score)"
         )
 
-    def check_allowed_tags(self, tags: Tensor, allowed: Tensor, mask: Tensor) -> None:
+    def _check_allowed_tags(self, tags: Tensor, allowed: Tensor, mask: Tensor) -> None:
         """Refuse gold ``tags`` ``(B, T)`` outside ``allowed`` ``(B, T, K)`` at unmasked positions.
 
         Raises:
@@ -357,7 +357,7 @@ class ChainHead(nn.Module):
         sub = restrict(pot, allowed)
         if tags is not None:
             tags = self._check_tags(emissions, tags, pot.mask)
-            self.check_allowed_tags(tags, allowed, pot.mask)
+            self._check_allowed_tags(tags, allowed, pot.mask)
             self.check_gold(pot, tags)
         B = pot.shape[0]
         stacked = ChainPotentials(
@@ -371,13 +371,13 @@ class ChainHead(nn.Module):
         )
         logz = engine.log_partition(stacked)  # (2B,)
         full, inside = logz[:B], logz[B:]
-        self.refuse_dead(pot.nonempty & torch.isneginf(inside.detach()))
+        self._refuse_dead(pot.nonempty & torch.isneginf(inside.detach()))
         return straight_clamp(full - inside, min=0.0), pot.mask
 
     def _alive(self, pot: ChainPotentials, score: Tensor, allowed: Tensor | None) -> None:
         """Refuse rows of a restricted chain whose best ``score`` ``(B,)`` is ``-inf`` (no path)."""
         if allowed is not None:
-            self.refuse_dead(pot.nonempty & torch.isneginf(score.detach()))
+            self._refuse_dead(pot.nonempty & torch.isneginf(score.detach()))
 
     # ------------------------------------------------------------------ shared
     def loss(
@@ -491,7 +491,7 @@ class ChainHead(nn.Module):
         pot = self.chain(emissions, mask, allowed)
         gamma = engine.marginals(pot)
         if allowed is not None:  # a dead row's marginals are all 0
-            self.refuse_dead(pot.nonempty & ~(gamma.detach().sum(-1) > 0).any(1))
+            self._refuse_dead(pot.nonempty & ~(gamma.detach().sum(-1) > 0).any(1))
         return gamma
 
     def edge_marginals(
@@ -607,7 +607,7 @@ class ChainHead(nn.Module):
         if allowed is None:
             return
         if self.decoder == "viterbi":  # a dead row decodes to all -1
-            self.refuse_dead(pot.nonempty & ((out < 0) & pot.mask).any(1))
+            self._refuse_dead(pot.nonempty & ((out < 0) & pot.mask).any(1))
         else:  # posterior decoders argmax all-0 marginals: ask log Z
             self._alive(pot, engine.log_partition(pot), allowed)
 

@@ -107,10 +107,10 @@ class StructuredPerceptron(CRF):
             sub = restrict(pot, allowed)
             if tags is not None:
                 tags = self._check_tags(emissions, tags, pot.mask)
-                self.check_allowed_tags(tags, allowed, pot.mask)
+                self._check_allowed_tags(tags, allowed, pot.mask)
             with torch.no_grad():
                 best_inside, imputed = engine.viterbi(sub)
-            self.refuse_dead(pot.nonempty & torch.isneginf(best_inside))
+            self._refuse_dead(pot.nonempty & torch.isneginf(best_inside))
             gold = engine.score(pot, imputed)
             tags = imputed
         else:

@@ -143,9 +143,15 @@ CASES = {
         lambda crf, E, tags, mask: crf.sequence_losses(E, tags, mask),
         _pair(_same, _swap(0, 1)),
     ),
+    "partial_nll": (  # one label per position: allowed (T, B, K) time-first
+        lambda crf, E, tags, mask: crf.partial_nll(
+            E, None, mask, torch.nn.functional.one_hot(tags.clamp(min=0), E.shape[-1]).bool()
+        ),
+        _pair(_same, _swap(0, 1)),
+    ),
 }
 # Engine-level methods (ChainPotentials in or out): refused with batch_first=False.
-REFUSED = {"potentials", "predict_from", "gold_score", "check_gold"}
+REFUSED = {"potentials", "chain", "predict_from", "gold_score", "check_gold"}
 # Methods that take or give no (B, T) layout.
 LAYOUT_FREE = {
     "emissions_from_batch",
