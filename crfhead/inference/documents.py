@@ -16,7 +16,12 @@ tagger decodes independently, batched with the chains of other texts:
 * :func:`windows` cuts a chain longer than ``max_length`` into evenly spaced windows of
   ``max_length`` tokens overlapping by at least ``overlap``; :func:`seam_cuts` and
   :func:`merge_windows` put the windows' decodings back together;
-* :func:`merge_kbest` gives the ``k`` best labellings of a text from those of its chains.
+* :func:`merge_kbest` gives the ``k`` best labellings of a text from those of its chains;
+* pinned spans (``tag(text, spans=...)``, :mod:`~crfhead.inference.pins`): :func:`join_ranges`
+  keeps the sentences a pinned span crosses together as one chain (the choice: the rule-based
+  split yields to the user's span, rather than an error), and no seam of the merge cuts a pinned
+  span (``whole=``; :func:`uncuttable_seams` finds a span that covers a whole overlap, which the
+  tagger refuses).
 
 **The merging rule.** Each token is taken from the window in which it is most central, except that
 a seam never cuts an entity: between windows ``w`` and ``w + 1`` the cut (the first token taken
@@ -45,11 +50,13 @@ from crfhead.schemes import Span, repair_tags, tags_to_spans
 __all__ = [
     "ABBREVIATIONS",
     "Merged",
+    "join_ranges",
     "merge_kbest",
     "merge_windows",
     "seam_cuts",
     "sentence_ranges",
     "token_ranges",
+    "uncuttable_seams",
     "windows",
 ]
 
@@ -184,7 +191,10 @@ def _crossings(spans: Sequence[Span]) -> set[int]:
 
 
 def seam_cuts(
-    wins: Sequence[range], tags: Sequence[Sequence[str]], spans: Sequence[Sequence[Span]]
+    wins: Sequence[range],
+    tags: Sequence[Sequence[str]],
+    spans: Sequence[Sequence[Span]],
+    whole: Sequence[Span] = (),
 ) -> tuple[list[int], bool]:
     """Where each seam between consecutive windows is cut (the module's merging rule).
 
@@ -192,12 +202,16 @@ def seam_cuts(
         wins: the windows (:func:`windows`), as token ranges of the chain.
         tags: each window's decoded tags (``len(wins[i])`` each).
         spans: each window's entities, window-local inclusive token indices.
+        whole: spans (chain-level inclusive token indices: the pinned spans) that no cut may
+            split, even where no clean cut exists (then the cut is the nearest to the centre
+            outside them; :func:`uncuttable_seams` says where there is none).
 
     Returns:
         ``(cuts, clean)``: for each seam ``i`` the first token taken from window ``i + 1``
         (strictly increasing), and whether every cut met the rule (no entity, no disagreement).
     """
     cross = [_crossings(s) for s in spans]
+    kept = {p + 1 for p in _crossings(whole)}  # cuts c that would split a span of whole
     cuts: list[int] = []
     clean = True
     prev = wins[0].start
@@ -221,9 +235,9 @@ def seam_cuts(
             )
 
         order = sorted(range(lo, hi + 1), key=lambda c: (abs(c - centre), c))
-        found = next((c for c in order if ok(c)), None)
+        found = next((c for c in order if ok(c) and c not in kept), None)
         if found is None:
-            found = min(max(centre, lo), hi)
+            found = next((c for c in order if c not in kept), min(max(centre, lo), hi))
             clean = False
         cuts.append(found)
         prev = found
@@ -259,6 +273,7 @@ def merge_windows(
     *,
     marginals: Sequence[Sequence[Sequence[float]]] | None = None,
     repair: bool = True,
+    whole: Sequence[Span] = (),
 ) -> Merged:
     """The windows' decodings of one chain as one decoding (the module's merging rule).
 
@@ -271,8 +286,9 @@ def merge_windows(
         marginals: each window's node marginals (``len(wins[i]) x K``), to merge the same way.
         repair: repair the tags to ``scheme`` where a seam could not be cut cleanly (for a
             constrained head; an unconstrained one's paths are left as decoded).
+        whole: spans no seam may cut (:func:`seam_cuts`): the pinned spans, chain-level.
     """
-    cuts, clean = seam_cuts(wins, tags, spans)
+    cuts, clean = seam_cuts(wins, tags, spans, whole)
     bounds = [wins[0].start, *cuts, wins[-1].stop]
     merged: list[str] = []
     gamma: list[list[float]] | None = None if marginals is None else []
@@ -295,6 +311,41 @@ def merge_windows(
                 found[g] = None if probabilities is None else float(probabilities[i][j])
     probs = [found.get(s) for s in out_spans]
     return Merged(merged, out_spans, probs, gamma, clean)
+
+
+def uncuttable_seams(wins: Sequence[range], whole: Sequence[Span]) -> list[int]:
+    """The seams between consecutive ``wins`` that every possible cut puts inside a span of ``whole``.
+
+    A seam's possible cuts are the tokens ``right.start + 1 .. left.stop - 1`` (the first token
+    taken from the right window, one token of agreement on each side), or ``right.start`` alone
+    for an overlap under two tokens (a hard cut): a span of ``whole`` (chain-level inclusive token
+    indices) that covers all of them cannot come out of one window whole.
+    """
+    kept = {p + 1 for p in _crossings(whole)}
+    out = []
+    for i in range(len(wins) - 1):
+        left, right = wins[i], wins[i + 1]
+        lo, hi = right.start + 1, left.stop - 1
+        options = range(lo, hi + 1) if lo <= hi else range(right.start, right.start + 1)
+        if all(c in kept for c in options):
+            out.append(i)
+    return out
+
+
+def join_ranges(chains: Sequence[range], whole: Sequence[Span]) -> list[range]:
+    """``chains`` (consecutive token ranges) with the neighbours that a span of ``whole`` crosses joined.
+
+    A pinned span (inclusive token indices) across a sentence boundary keeps the sentences it
+    touches together as one chain, so that it is pinned whole (a sentence split is a guess by rule,
+    a pinned span is the user's knowledge).
+    """
+    out: list[range] = []
+    for c in chains:
+        if out and any(s.start < c.start <= s.end for s in whole):
+            out[-1] = range(out[-1].start, c.stop)
+        else:
+            out.append(c)
+    return out
 
 
 def merge_kbest(

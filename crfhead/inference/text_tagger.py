@@ -49,19 +49,32 @@ from crfhead.engine.potentials import ChainPotentials
 from crfhead.evaluation.spans import span_probabilities_from
 from crfhead.inference.documents import (
     Merged,
+    join_ranges,
     merge_kbest,
     merge_windows,
     sentence_ranges,
     token_ranges,
+    uncuttable_seams,
     windows,
 )
 from crfhead.inference.entities import Entity, Tagged, Trellis, entities_of
+from crfhead.inference.pins import ChainConstraint, Forbid, Pin, TextConstraint, text_constraint
 from crfhead.inference.saved import ModelFiles, read_model, save_folder
 from crfhead.model.build import build_grouping
 from crfhead.model.tagger import Tagger
+from crfhead.numerics import IMPOSSIBLE
 from crfhead.schemes import Span, entity_types, tags_to_spans
 
-__all__ = ["GROUP_MODES", "PROGRESS_FROM", "SPLITS", "GroupBy", "TextTagger", "load"]
+__all__ = [
+    "GROUP_MODES",
+    "PROGRESS_FROM",
+    "SPLITS",
+    "Forbids",
+    "GroupBy",
+    "Spans",
+    "TextTagger",
+    "load",
+]
 
 GROUP_MODES = ("none", "all", "document", "auto")
 """``group=`` by name: each text alone, all texts one group, one group per ``doc_id``, the grouping
@@ -70,6 +83,14 @@ the model was trained with."""
 GroupBy: TypeAlias = bool | str | Grouping | Sequence[Sequence[int]]
 """What ``group=`` takes: ``False``/``"none"``, ``True``/``"all"``, ``"document"``, ``"auto"``, a
 :class:`~crfhead.data.grouping.Grouping`, or the groups as lists of indices into the texts."""
+
+Spans: TypeAlias = Iterable[Sequence[Pin] | None]
+"""What ``spans=`` takes for several texts: one list of ``(start, end, type)`` per text (``None``
+or ``[]``: none), in the texts' order (:mod:`~crfhead.inference.pins`)."""
+
+Forbids: TypeAlias = Sequence[str] | Iterable[Sequence[Forbid] | None]
+"""What ``forbid=`` takes for several texts: labels and types (str) excluded in every text, or one
+list per text of labels, types and ``(start, end, label)`` ranges."""
 
 PROGRESS_FROM = 1000
 """With ``progress=None``, a progress bar is shown when tagging at least this many texts."""
@@ -98,6 +119,7 @@ class _Doc:
     tokens: list[Token]
     chains: list[range]
     windows: list[list[range]]
+    constraint: TextConstraint | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +227,65 @@ def _joined(tokens: Sequence[object], index: int = 0) -> tuple[str, list[Token]]
     return " ".join(words), out
 
 
+def _is_triple(item: object) -> bool:
+    """Whether ``item`` looks like one ``(start, end, label)`` (not a list of them)."""
+    return isinstance(item, tuple | list) and len(item) == 3 and isinstance(item[0], int)
+
+
+class _PerText:
+    """Each text's ``(spans, forbid)`` in order, read lazily from ``annotate``'s ``spans=``/``forbid=``.
+
+    Raises (at construction, :meth:`take` and :meth:`finish`):
+        ValueError: ``spans``/``forbid`` that is a str or not iterable; a per-text entry that is
+            one triple or a str rather than a list; fewer or more entries than texts.
+    """
+
+    def __init__(self, spans: Spans | None, forbid: Forbids | None) -> None:
+        for name, value in (("spans", spans), ("forbid", forbid)):
+            if isinstance(value, str | bytes) or (
+                value is not None and not isinstance(value, Iterable)
+            ):
+                raise ValueError(
+                    f"{name}= is {_kind(value)}: give one list per text (for one text, "
+                    f"tag(text, {name}=[...]))"
+                )
+        self.shared: list[Forbid] | None = None
+        self.iters: dict[str, Iterator[Any]] = {}
+        if isinstance(forbid, Sequence) and all(isinstance(f, str) for f in forbid):
+            self.shared = list(forbid)  # labels and types: the same for every text
+        elif forbid is not None:
+            self.iters["forbid"] = iter(forbid)
+        if spans is not None:
+            self.iters["spans"] = iter(spans)
+
+    def take(self, i: int) -> tuple[list[Pin] | None, list[Forbid] | None]:
+        """Text ``i``'s spans and forbids."""
+        got: dict[str, Any] = {"spans": None, "forbid": self.shared}
+        done = object()
+        for name, it in self.iters.items():
+            entry = next(it, done)
+            if entry is done:
+                raise ValueError(
+                    f"{name}= ran out at texts[{i}] (it has {i} entries): give one list per text"
+                )
+            if entry is not None and (
+                _is_triple(entry) or isinstance(entry, str) or not isinstance(entry, Iterable)
+            ):
+                raise ValueError(
+                    f"{name}[{i}] is {entry!r}: give each text's {name} as a list "
+                    f"({name}=[[...], [...]] for several texts; tag(text, {name}=[...]) for one)"
+                )
+            got[name] = None if entry is None else list(entry)
+        return got["spans"], got["forbid"]
+
+    def finish(self, n: int) -> None:
+        """Refuse entries left after the ``n`` texts."""
+        done = object()
+        for name, it in self.iters.items():
+            if next(it, done) is not done:
+                raise ValueError(f"{name}= has more entries than the {n} texts: one list per text")
+
+
 class TextTagger:
     """A trained model ready to tag text (build with :func:`load`).
 
@@ -301,6 +382,8 @@ class TextTagger:
         split: str | None = ...,
         max_length: int = ...,
         overlap: int | None = ...,
+        spans: Sequence[Pin] | None = ...,
+        forbid: Sequence[Forbid] | None = ...,
     ) -> list[Entity]: ...
 
     @overload
@@ -314,6 +397,8 @@ class TextTagger:
         split: str | None = ...,
         max_length: int = ...,
         overlap: int | None = ...,
+        spans: Spans | None = ...,
+        forbid: Forbids | None = ...,
     ) -> list[list[Entity]]: ...
 
     def tag(
@@ -326,6 +411,8 @@ class TextTagger:
         split: str | None = None,
         max_length: int = 512,
         overlap: int | None = None,
+        spans: Sequence[Pin] | Spans | None = None,
+        forbid: Sequence[Forbid] | Forbids | None = None,
     ) -> list[Entity] | list[list[Entity]]:
         """The entities of a raw text, or of each of an iterable of texts (one list per text).
 
@@ -342,11 +429,24 @@ class TextTagger:
                 merged back as :mod:`~crfhead.inference.documents` says.
             overlap: the least overlap of consecutive windows, in tokens (``None``:
                 ``max_length // 4``).
+            spans: known entities to pin, ``(start, end, type)`` by character offsets (``end``
+                exclusive): for one text a list of them, for several texts one list per text
+                (:data:`Spans`). Decoding, probabilities, marginals and best paths are then
+                conditioned on them; each comes out as an entity with probability 1.0
+                (:mod:`~crfhead.inference.pins` says what pinning means in each scheme).
+            forbid: labels (``"B-MISC"``) or entity types (``"MISC"``) excluded at every token,
+                and, per text, ``(start, end, label or type)`` excluded on a character range: for
+                one text a list of them, for several texts a list of labels/types for all, or one
+                list per text (:data:`Forbids`).
 
         Raises:
             ValueError: the model's tokenizer is unknown; ``texts`` is not an iterable of str
                 (naming the first item that is not, by index and type); an invalid option; or
-                ``group`` is invalid or given to a model without a group decoder.
+                ``group`` is invalid or given to a model without a group decoder; a span or
+                forbid that is invalid for its text (:func:`~crfhead.inference.pins.text_constraint`:
+                offsets outside the text or cutting a token, overlapping spans, an unknown type),
+                or constraints that leave a text no valid tag path (naming the text); ``spans``
+                or ``forbid`` with ``group``.
         """
         opts = dict(
             batch_size=batch_size,
@@ -357,8 +457,13 @@ class TextTagger:
             overlap=overlap,
         )
         if isinstance(texts, str):
-            return self.annotate([texts], **opts)[0].entities  # type: ignore[arg-type]
-        return [t.entities for t in self.annotate(_only_text(texts), **opts)]  # type: ignore[arg-type]
+            one = dict(
+                spans=None if spans is None else [spans],
+                forbid=None if forbid is None else [forbid],
+            )
+            return self.annotate([texts], **opts, **one)[0].entities  # type: ignore[arg-type]
+        many = dict(spans=spans, forbid=forbid)
+        return [t.entities for t in self.annotate(_only_text(texts), **opts, **many)]  # type: ignore[arg-type]
 
     def iter_tag(
         self,
@@ -369,12 +474,14 @@ class TextTagger:
         split: str | None = None,
         max_length: int = 512,
         overlap: int | None = None,
+        spans: Spans | None = None,
+        forbid: Forbids | None = None,
     ) -> Iterator[list[Entity]]:
         """:meth:`tag` as a generator: each text's entities in input order, batch by batch.
 
         ``texts`` is read lazily (a batch's texts at a time) so an unbounded stream is tagged in
-        constant memory. Options as :meth:`tag` (``group=`` needs all texts at once: use
-        :meth:`tag`).
+        constant memory; so are ``spans`` and per-text ``forbid`` lists, in step with it. Options
+        as :meth:`tag` (``group=`` needs all texts at once: use :meth:`tag`).
 
         Raises:
             ValueError: as :meth:`tag`; an item's error when the stream reaches it.
@@ -386,6 +493,8 @@ class TextTagger:
             split=split,
             max_length=max_length,
             overlap=overlap,
+            spans=spans,
+            forbid=forbid,
         )
         return (t.entities for t in tagged)
 
@@ -401,6 +510,8 @@ class TextTagger:
         overlap: int | None = None,
         marginals: bool = False,
         k: int | None = None,
+        spans: Spans | None = None,
+        forbid: Forbids | None = None,
     ) -> list[Tagged]:
         """Tag each item: a raw text (``str``, split by the model's tokenizer) or a list of tokens.
 
@@ -420,6 +531,10 @@ class TextTagger:
             marginals: fill :attr:`Tagged.marginals` (node marginals of each token).
             k: fill :attr:`Tagged.best` with the ``k`` most probable labellings of each text (its
                 chains' k-best lists merged exactly; a text cut into windows has none: refused).
+            spans: one list of pinned ``(start, end, type)`` per item (:meth:`tag`); a token
+                list's offsets index its tokens joined by single spaces. The marginals and ``k``
+                best labellings are then conditioned on them too.
+            forbid: as :meth:`tag`, per item.
 
         Raises:
             ValueError: raw text for a model whose tokenizer is unknown; a single str (not an
@@ -431,6 +546,11 @@ class TextTagger:
         """
         _refuse_one_text(items)
         if group is not False and group != "none":
+            if spans is not None or forbid is not None:
+                raise ValueError(
+                    f"spans=/forbid= with group={group!r}: the group decoder does not take "
+                    "constraints; tag without group= to pin spans or forbid labels"
+                )
             _refuse_not_iterable(items)
             prepared = self._prepare(items)
             plan = self._options(split, max_length, overlap, marginals, k, grouped=True)
@@ -453,6 +573,8 @@ class TextTagger:
                 overlap=overlap,
                 marginals=marginals,
                 k=k,
+                spans=spans,
+                forbid=forbid,
             )
         )
 
@@ -467,6 +589,8 @@ class TextTagger:
         overlap: int | None = None,
         marginals: bool = False,
         k: int | None = None,
+        spans: Spans | None = None,
+        forbid: Forbids | None = None,
     ) -> Iterator[Tagged]:
         """:meth:`annotate` as a generator: each item tagged, in input order, batch by batch.
 
@@ -485,7 +609,19 @@ class TextTagger:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         total = len(items) if isinstance(items, Sized) else None
-        return self._stream(iter(items), plan, batch_size, progress, total)
+        for name, value in (("spans", spans), ("forbid", forbid)):
+            if (
+                total is not None
+                and isinstance(value, Sized)
+                and not isinstance(value, str)
+                and not (name == "forbid" and all(isinstance(f, str) for f in value))
+                and len(value) != total
+            ):
+                raise ValueError(
+                    f"{name}= has {len(value)} entries for {total} texts: give one list per text"
+                )
+        per_text = None if spans is None and forbid is None else _PerText(spans, forbid)
+        return self._stream(iter(items), plan, batch_size, progress, total, per_text)
 
     def _options(
         self,
@@ -553,13 +689,30 @@ class TextTagger:
         """Each item as ``(text, tokens)`` (:meth:`_item`)."""
         return [self._item(i, item) for i, item in enumerate(items)]
 
-    def _chains(self, i: int, item: object, plan: _Plan) -> _Doc:
-        """Item ``i`` tokenised and cut into chains (sentences), each into windows."""
+    def _constraint(
+        self, i: int, text: str, toks: list[Token], pins: Any, bans: Any
+    ) -> TextConstraint | None:
+        """Item ``i``'s pins and forbids over its tokens (:func:`~crfhead.inference.pins.text_constraint`)."""
+        return text_constraint(text, toks, self.labels, self.scheme, pins, bans, index=i)
+
+    def _chains(
+        self, i: int, item: object, plan: _Plan, pins: Any = None, bans: Any = None
+    ) -> _Doc:
+        """Item ``i`` tokenised and cut into chains (sentences), each into windows.
+
+        With pins, the sentences a pinned span crosses stay one chain
+        (:func:`~crfhead.inference.documents.join_ranges`).
+
+        Raises:
+            ValueError: invalid pins or forbids; a pinned span covering a whole window overlap.
+        """
         text, toks = self._item(i, item)
+        constraint = self._constraint(i, text, toks, pins, bans)
+        whole = () if constraint is None else constraint.pinned
         if not toks:
             chains: list[range] = []
         elif plan.split == "sentences" and isinstance(item, str):
-            chains = token_ranges(toks, sentence_ranges(text))
+            chains = join_ranges(token_ranges(toks, sentence_ranges(text)), whole)
         else:
             chains = [range(0, len(toks))]
         wins = [
@@ -577,7 +730,21 @@ class TextTagger:
                         f"{plan.max_length}, cut into windows, whose best labellings are not "
                         "exact; raise max_length"
                     )
-        return _Doc(i, text, toks, chains, wins)
+        for c, w in zip(chains, wins, strict=True):
+            local = [range(x.start - c.start, x.stop - c.start) for x in w]
+            inside = [
+                Span(s.label, s.start - c.start, s.end - c.start) for s in whole if s.start in c
+            ]
+            for seam in uncuttable_seams(local, inside):
+                left, right = w[seam], w[seam + 1]
+                span = next(s for s in whole if s.start <= right.start and s.end >= left.stop - 2)
+                raise ValueError(
+                    f"texts[{i}]: the pinned span of tokens {span.start}..{span.end} "
+                    f"({text[toks[span.start].start : toks[span.end].end]!r}) covers the whole "
+                    f"overlap of two windows (tokens {right.start}..{left.stop - 1}), so no window "
+                    "holds it whole; raise max_length or overlap"
+                )
+        return _Doc(i, text, toks, chains, wins, constraint)
 
     def _stream(
         self,
@@ -586,6 +753,7 @@ class TextTagger:
         batch_size: int,
         progress: bool | None,
         total: int | None,
+        per_text: _PerText | None = None,
     ) -> Iterator[Tagged]:
         bar = None
         if progress or (progress is None and total is not None and total >= PROGRESS_FROM):
@@ -593,9 +761,11 @@ class TextTagger:
 
             bar = tqdm(total=total, desc="tagging", unit="text")
         buffer: list[_Doc] = []
-        pieces = 0
+        pieces = count = 0
         for i, item in enumerate(items):
-            doc = self._chains(i, item, plan)
+            count = i + 1
+            pins, bans = (None, None) if per_text is None else per_text.take(i)
+            doc = self._chains(i, item, plan, pins, bans)
             buffer.append(doc)
             pieces += sum(len(w) for w in doc.windows)
             if pieces >= batch_size:
@@ -607,6 +777,8 @@ class TextTagger:
             yield from self._finish(buffer, plan, batch_size)
             if bar is not None:
                 bar.update(len(buffer))
+        if per_text is not None:
+            per_text.finish(count)
         if bar is not None:
             bar.close()
 
@@ -617,12 +789,22 @@ class TextTagger:
         decoded: dict[tuple[int, int, int], _Decoded] = {}
         for start in range(0, len(order), batch_size):
             rows = [pieces[p] for p in order[start : start + batch_size]]
+            limits = [docs[d].constraint for d, _ in rows]
             with torch.inference_mode():
                 _, out = self._decode(
                     [docs[d].tokens[w.start : w.stop] for d, w in rows],
                     [f"{docs[d].index}:{w.start}" for d, w in rows],
                     marginals=plan.marginals,
                     k=plan.k,
+                    constraints=None
+                    if all(c is None for c in limits)
+                    else [
+                        None if c is None else c.chain(w)
+                        for c, (_, w) in zip(limits, rows, strict=True)
+                    ],
+                    names=[
+                        f"texts[{docs[d].index}] (tokens {w.start}..{w.stop - 1})" for d, w in rows
+                    ],
                 )
             for (d, w), result in zip(rows, out, strict=True):
                 decoded[(d, w.start, w.stop)] = result
@@ -641,6 +823,7 @@ class TextTagger:
         spans: list[Span] = []
         probs: list[float | None] = []
         gamma: list[list[float]] | None = [] if plan.marginals else None
+        pinned = () if doc.constraint is None else doc.constraint.pinned
         for chain, wins, res in zip(doc.chains, doc.windows, results, strict=True):
             if len(res) == 1:
                 (r,) = res
@@ -659,6 +842,11 @@ class TextTagger:
                     scheme,
                     marginals=[r.marginals or [] for r in res] if plan.marginals else None,
                     repair=constrained,
+                    whole=[
+                        Span(p.label, p.start - chain.start, p.end - chain.start)
+                        for p in pinned
+                        if p.start in chain
+                    ],
                 )
             tags.extend(merged.tags)
             spans.extend(
@@ -668,6 +856,11 @@ class TextTagger:
             if gamma is not None and merged.marginals is not None:
                 gamma.extend(merged.marginals)
         calibrated = self.model.head.calibrated and scheme is not None
+        if pinned:
+            # A pinned span is an entity of every labelling left: its probability under the
+            # constraint is 1 by construction (the computed ratio is 1 to float64 rounding).
+            known = set(pinned)
+            probs = [1.0 if s in known else p for s, p in zip(spans, probs, strict=True)]
         _check_output(
             doc.text,
             tags,
@@ -768,14 +961,22 @@ class TextTagger:
             )
         return groups
 
-    def trellis(self, text: str, k: int) -> Trellis:
+    def trellis(
+        self,
+        text: str,
+        k: int,
+        *,
+        spans: Sequence[Pin] | None = None,
+        forbid: Sequence[Forbid] | None = None,
+    ) -> Trellis:
         """One raw text tagged as one chain, with its node marginals and ``k`` best paths.
 
         The text is tagged as ``annotate([text], split="none")`` tags a text of at most
         ``max_length`` tokens: whole, neither split into sentences nor cut into windows. One
         encoder pass and one build of the potentials give all of it. The marginals and best
         paths are the head's chain's (the head's, also under a group decoder); for a text with no
-        tokens they are empty.
+        tokens they are empty. With ``spans``/``forbid`` (as :meth:`tag` for one text) all of it
+        is conditioned on them, ``log_partition`` being ``log Z_allowed``.
 
         Raises:
             ValueError: as :meth:`annotate`; ``k`` < 1.
@@ -784,10 +985,22 @@ class TextTagger:
             raise ValueError(f"k must be >= 1, got {k}")
         (prepared,) = self._prepare([text])
         _, toks = prepared
+        constraint = self._constraint(0, text, toks, spans, forbid)
         if not toks:
             return Trellis(Tagged(text, [], [], []), [], [], 0.0)
+        limits = None if constraint is None else [constraint.chain(range(len(toks)))]
         with torch.inference_mode():
-            pot, tagged = self._tag_batch([prepared], ["0"])
+            pot, tagged = self._tag_batch([prepared], ["0"], constraints=limits, names=["texts[0]"])
+        if constraint is not None and constraint.pinned:
+            known = {(s.label, s.start, s.end + 1) for s in constraint.pinned}
+            ents = [
+                dataclasses.replace(e, probability=1.0)
+                if (e.label, e.token_start, e.token_end) in known and e.probability is not None
+                else e
+                for e in tagged[0].entities
+            ]
+            tagged = [dataclasses.replace(tagged[0], entities=ents)]
+        with torch.inference_mode():
             n = len(toks)
             gamma = engine.marginals(pot)[0, :n].float().cpu()
             scores, paths = engine.topk(pot, k)
@@ -823,10 +1036,19 @@ class TextTagger:
         grouped: bool = False,
         marginals: bool = False,
         k: int | None = None,
+        constraints: Sequence[ChainConstraint | None] | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[ChainPotentials, list[_Decoded]]:
         """One batch of chains: one encoder pass, one build of the head's potentials.
 
         With ``grouped``, the batch is one group decoded jointly by the model's group decoder.
+        With ``constraints`` (one per chain, ``None`` for a free one), the potentials are the
+        head's chain restricted to them (:meth:`~crfhead.heads.base.ChainHead.chain`, and IOB1's
+        banned edges as ``-inf`` per-position transitions), so everything read from them is
+        conditioned; ``names`` say which text each chain is of, for the error.
+
+        Raises:
+            ValueError: a chain whose constraints leave no valid tag path (naming its text).
 
         Returns:
             The potentials, and each chain's tags, entities (chain-local), span probabilities
@@ -841,7 +1063,11 @@ class TextTagger:
             batch = dataclasses.replace(batch, groups=[list(range(len(sentences)))])
         with self._autocast():
             emissions = self.model(batch)
-        pot = head.potentials(emissions, batch.mask.to(emissions.device))
+        mask = batch.mask.to(emissions.device)
+        if constraints is None:
+            pot = head.potentials(emissions, mask)
+        else:
+            pot = self._restricted(emissions, mask, constraints, names)
         decoder = self.model.decoder
         before = None if decoder is None or not grouped else decoder.stats.get("certified", 0)
         tags = self.model.labels_from(pot, batch)
@@ -882,18 +1108,65 @@ class TextTagger:
             )
         return pot, out
 
+    def _restricted(
+        self,
+        emissions: torch.Tensor,
+        mask: torch.Tensor,
+        constraints: Sequence[ChainConstraint | None],
+        names: Sequence[str] | None,
+    ) -> ChainPotentials:
+        """The head's chain ``(B, T, K)`` conditioned on each row's constraint (see :meth:`_decode`).
+
+        Raises:
+            ValueError: a row left no valid tag path: the head's message, naming the texts.
+        """
+        head = self.model.head
+        B, T, K = emissions.shape
+        allowed = torch.ones(B, T, K, dtype=torch.bool)
+        bans = [(b, t, f, i) for b, c in enumerate(constraints) if c for t, f, i in c.bans]
+        for b, c in enumerate(constraints):
+            if c is not None:
+                allowed[b, : c.allowed.shape[0]] = c.allowed
+        pot = head.chain(emissions, mask, allowed.to(emissions.device))
+        if bans:
+            # IOB1's pinned starts: per-position transitions with the banned edges at -inf.
+            idx = torch.tensor(bans, device=emissions.device).T
+            trans = pot.edge_transitions().expand(B, T - 1, K, K).clone()
+            trans[idx[0], idx[1] - 1, idx[2], idx[3]] = IMPOSSIBLE
+            pot = dataclasses.replace(pot, transitions=trans)
+        dead = pot.nonempty & torch.isneginf(engine.log_partition(pot))
+        if bool(dead.any()):
+            # The head's wording (ChainHead's dead-row error), naming texts instead of batch rows.
+            rows = dead.nonzero()[:, 0].tolist()
+            which = ", ".join(names[r] if names else f"chain {r}" for r in rows[:5])
+            raise ValueError(
+                f"spans=/forbid= of {which}{' ...' if len(rows) > 5 else ''}: the allowed labels "
+                "leave no valid tag path (every labelling inside the sets uses a forbidden start, "
+                "transition or end of the scheme, or a -inf score)"
+            )
+        return pot
+
     def _tag_batch(
         self,
         prepared: Sequence[tuple[str, list[Token]]],
         ids: Sequence[str],
         *,
         grouped: bool = False,
+        constraints: Sequence[ChainConstraint | None] | None = None,
+        names: Sequence[str] | None = None,
     ) -> tuple[ChainPotentials, list[Tagged]]:
         """One batch of texts with tokens, each one chain (:meth:`_decode`), as :class:`Tagged` s.
 
-        With ``grouped``, each text records whether its group was certified.
+        With ``grouped``, each text records whether its group was certified; ``constraints`` and
+        ``names`` as :meth:`_decode`.
         """
-        pot, decoded = self._decode([toks for _, toks in prepared], ids, grouped=grouped)
+        pot, decoded = self._decode(
+            [toks for _, toks in prepared],
+            ids,
+            grouped=grouped,
+            constraints=constraints,
+            names=names,
+        )
         scheme = self.scheme if self.model.head.constrained else None
         out = []
         for (text, toks), d in zip(prepared, decoded, strict=True):
