@@ -264,9 +264,11 @@ class CRF(_CRF):
     def forward(
         self,
         emissions: Tensor,
-        tags: Tensor,
+        tags: Tensor | None = None,
         mask: Tensor | None = None,
         reduction: str = "sum",
+        *,
+        allowed: Tensor | None = None,
     ) -> Tensor:
         """Log-likelihood of ``tags`` (``-nll``), reduced as pytorch-crf does: ``(B,)`` or a scalar.
 
@@ -275,8 +277,11 @@ class CRF(_CRF):
             tags: ``(T, B)`` integer (``(B, T)``).
             mask: ``(T, B)`` bool or integer 0/1, e.g. uint8 (``(B, T)``), or ``None``.
             reduction: ``"none"`` → ``(B,)``, ``"sum"`` (default), ``"mean"``, ``"token_mean"``.
+            allowed: ``(T, B, K)`` bool (``(B, T, K)``), the labels each position may take
+                (crfhead extension): the log-probability of the partial annotation; ``tags`` may
+                then be ``None``.
         """
-        return -self.nll(emissions, tags, mask, reduction=reduction)
+        return -self.nll(emissions, tags, mask, reduction=reduction, allowed=allowed)
 
     # Nested calls (the base's predict) get ChainHead.decode's (B, T) tensor, not these lists.
     @_layout_method(_same, inner=_CRF.decode)
