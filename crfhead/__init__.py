@@ -5,6 +5,9 @@ Tensor conventions, once for the whole package (``B`` batch, ``T`` time, ``K`` t
 * batch first: ``emissions`` are ``(B, T, K)``, ``tags`` ``(B, T)`` int64, ``mask`` ``(B, T)`` bool;
 * ``transitions[i, j]`` scores tag ``i`` followed by tag ``j`` (**from, to**), shared ``(K, K)`` or
   per edge ``(B, T-1, K, K)`` (entry ``t-1`` enters position ``t``);
+* ``allowed`` ``(B, T, K)`` bool (optional) holds the labels each position may take: a partial
+  annotation to train from, or what is known at decoding; every head method takes it, and every
+  quantity is then conditioned on the sets (:func:`crfhead.engine.potentials.restrict`);
 * masks may have holes: the chain links consecutive unmasked positions; a fully masked row has
   ``log Z = 0``, score 0 and path all ``-1``;
 * recursions run in float32 (float64 when given float64), even for bf16/fp16 emissions or under
@@ -28,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from crfhead.engine.potentials import ChainPotentials, make_potentials
+from crfhead.engine.potentials import ChainPotentials, make_potentials, restrict
 from crfhead.heads.base import ChainHead
 from crfhead.heads.crf import CRF
 from crfhead.heads.hmm import HMM
@@ -55,6 +58,7 @@ __all__ = [
     "load_exported",
     "make_potentials",
     "register_component",
+    "restrict",
 ]
 
 

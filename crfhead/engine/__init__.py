@@ -38,7 +38,13 @@ from torch import Tensor
 
 from crfhead.checks import require_int
 from crfhead.engine import decode, scan
-from crfhead.engine.potentials import ChainPotentials, check_tag_range, constrain, make_potentials
+from crfhead.engine.potentials import (
+    ChainPotentials,
+    check_tag_range,
+    constrain,
+    make_potentials,
+    restrict,
+)
 from crfhead.engine.table import OPS, run
 from crfhead.numerics import no_autocast
 
@@ -55,6 +61,7 @@ __all__ = [
     "max_marginals",
     "nll",
     "posterior_decode",
+    "restrict",
     "run",
     "sample",
     "score",
