@@ -317,7 +317,9 @@ def test_no_spans_or_forbid_is_the_unconstrained_tagger(bio: TextTagger) -> None
 def test_several_texts_and_streams_take_one_list_per_text(bio: TextTagger) -> None:
     texts = [TEXT, TWO, "Mara"]
     spans = [[(0, 4, "ORG")], None, [(0, 4, "PERSON")]]
-    one_by_one = [bio.tag(t, spans=s or [], forbid=["O"]) for t, s in zip(texts, spans)]
+    one_by_one = [
+        bio.tag(t, spans=s or [], forbid=["O"]) for t, s in zip(texts, spans, strict=True)
+    ]
     assert bio.tag(texts, spans=spans, forbid=["O"]) == one_by_one
     assert list(bio.iter_tag(iter(texts), spans=iter(spans), forbid=["O"], batch_size=1)) == (
         one_by_one
