@@ -283,6 +283,8 @@ def span_probabilities(
     spans: Sequence[Sequence[Span]],
     labels: Sequence[str],
     scheme: str,
+    *,
+    allowed: Tensor | None = None,
 ) -> list[list[float]]:
     """The exact probability of each span under ``p(z | x)`` (see the module docstring).
 
@@ -302,6 +304,9 @@ def span_probabilities(
             ``T``.
         labels: the ``K`` tag names (equal to ``crf.labels`` when the CRF has them).
         scheme: the tagging scheme the labels are read in (``"BIO"``, ``"IOB1"``, ``"BIOES"``, ...).
+        allowed: ``(B, T, K)`` bool, the labels each position may take: the probabilities are then
+            conditioned on them, ``p(span | x, z_t in allowed_t for all t)``, from the head's
+            restricted chain (:meth:`~crfhead.heads.base.ChainHead.chain`).
 
     Returns:
         ``B`` lists of probabilities in ``[0, 1]``, aligned with ``spans``.
@@ -309,11 +314,12 @@ def span_probabilities(
     Raises:
         ValueError: naming the span, for a span out of range (``start > end``, ``start < 0`` or
             ``end >= n``) or of a type not in the labels; also for a wrong number of labels or of span
-            lists, labels unknown to ``scheme`` and bad emissions/mask.
+            lists, labels unknown to ``scheme`` and bad emissions/mask/allowed (the head's
+            error for an unmasked position with no allowed label).
     """
     parsed = _parse_labels(crf, labels, scheme)
     with torch.no_grad():
-        return _probabilities(crf.potentials(emissions, mask), spans, parsed)
+        return _probabilities(crf.chain(emissions, mask, allowed), spans, parsed)
 
 
 def span_probabilities_from(
@@ -325,7 +331,9 @@ def span_probabilities_from(
     """:func:`span_probabilities` from a head's potentials already built (``head.potentials``).
 
     For a caller that derives several results from one chain (the decoded path, the marginals,
-    the span probabilities), so the potentials are built once.
+    the span probabilities), so the potentials are built once. Potentials restricted to label
+    sets (``head.chain(emissions, mask, allowed)``, also with ``-inf`` per-position transitions)
+    give the probabilities conditioned on them.
 
     Args:
         pot: the chain potentials, emissions ``(B, T, K)``.

@@ -5,6 +5,8 @@
   tagging returns;
 * :mod:`~crfhead.inference.documents`: sentence ranges of raw text, windows over long chains and
   their merge;
+* :mod:`~crfhead.inference.pins`: what the user knows (``tag(text, spans=..., forbid=...)``):
+  pinned spans and forbidden labels as the chains' ``allowed`` label sets;
 * :mod:`~crfhead.inference.saved`: the saved-folder format (safetensors + JSON, a model card with
   the Hub's metadata) and checkpoint reading;
 * :mod:`~crfhead.inference.hub` and :mod:`~crfhead.inference.hub_push`: models on the Hugging Face

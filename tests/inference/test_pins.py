@@ -21,6 +21,8 @@ import torch
 from crfhead.data.corpora import FinanceCorpus
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.data.sentence import Sentence
+from crfhead.evaluation import spans as spans_module
+from crfhead.evaluation.spans import span_probabilities
 from crfhead.inference import TextTagger
 from crfhead.inference.documents import windows
 from crfhead.inference.pins import text_constraint
@@ -416,3 +418,64 @@ def test_a_stream_with_too_few_or_too_many_span_lists_is_refused(bio: TextTagger
         list(bio.iter_tag(iter([TEXT, TEXT]), spans=iter([[]])))
     with pytest.raises(ValueError, match=r"spans= has more entries than the 1 texts"):
         list(bio.iter_tag(iter([TEXT]), spans=iter([[], []])))
+
+
+# ------------------------------------------------------------------------------ other routes
+def test_span_probabilities_take_allowed(bio: TextTagger) -> None:
+    """``evaluation.spans.span_probabilities(..., allowed=)``: the enumeration under the sets."""
+    assert bio.tokenizer is not None
+    toks = bio.tokenizer.tokenize(TEXT)
+    tc = text_constraint(TEXT, toks, bio.labels, "BIO", [(5, 9, "PERSON")], [(15, 19, "O")])
+    assert tc is not None
+    words = [t.text for t in toks]
+    batch = bio.collate([Sentence(words)])
+    with torch.inference_mode():
+        emissions = bio.model(batch)
+    brute = Brute(bio, words, [Span("PERSON", 1, 1)], tc.base)
+    spans = [Span("PERSON", 1, 1), Span("ORG", 2, 3), Span("PERSON", 3, 3), Span("ORG", 0, 0)]
+    (got,) = span_probabilities(
+        bio.model.head, emissions, batch.mask, [spans], bio.labels, "BIO", allowed=tc.allowed[None]
+    )
+    assert got == pytest.approx([brute.span_probability(s) for s in spans], abs=1e-9)
+    assert got[0] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_long_chains_give_the_short_routes_probabilities_under_pins(
+    vocabs: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past :data:`CLAMPED_UP_TO` words the span probabilities come from one forward-backward of
+    the restricted chain (IOB1: with per-position transitions): the same as whole clamped chains."""
+    tagger = make_tagger(vocabs, "IOB1", seed=2)
+    text = LONG + " " + LONG[:40]
+    assert tagger.tokenizer is not None
+    toks = tagger.tokenizer.tokenize(text)
+    assert len(toks) > spans_module.CLAMPED_UP_TO
+    pins = [(toks[i].start, toks[i + 1].end, "ORG") for i in (3, 30, 61)]
+    kw = {"split": "none", "max_length": 200, "spans": [pins], "forbid": [["B-PERSON"]]}
+    (long_route,) = tagger.annotate([text], **kw)  # type: ignore[arg-type]
+    monkeypatch.setattr(spans_module, "CLAMPED_UP_TO", 10_000)
+    (short_route,) = tagger.annotate([text], **kw)  # type: ignore[arg-type]
+    assert long_route.tags == short_route.tags
+    assert [e.probability for e in long_route.entities] == pytest.approx(
+        [e.probability for e in short_route.entities], abs=2e-6
+    )
+    assert sum(e.probability == 1.0 for e in long_route.entities) >= 3
+
+
+@pytest.mark.parametrize("head", ["MEMM", "StructuredPerceptron", "HMM"])
+def test_other_heads_decode_with_pins(vocabs: dict[str, object], head: str) -> None:
+    """The MEMM, the perceptron and the HMM decode under the constraint (their Viterbi over the
+    restricted chain): the pinned span is there, whole, and the tags are valid."""
+    v = copy.deepcopy(vocabs)
+    v["labels"] = {"labels": labels_for(TYPES, "BIO"), "scheme": "BIO"}
+    torch.manual_seed(0)
+    model = Tagger.build(v, head={"class_path": f"crfhead.heads.{head}"})  # type: ignore[arg-type]
+    tagger = TextTagger(model, v, {})
+    words = tokens_of(tagger, TEXT)
+    (t,) = tagger.annotate([TEXT], spans=[[(5, 14, "PERSON")]], forbid=[["ORG"]])
+    assert Span("PERSON", 1, 2) in tags_to_spans(t.tags, "BIO")
+    assert is_valid(t.tags, "BIO") and not any("ORG" in tag for tag in t.tags)
+    calibrated = tagger.model.head.calibrated
+    pinned = [e.probability for e in t.entities if e.token_start == 1]
+    assert pinned == [1.0 if calibrated else None]
+    assert len(t.tags) == len(words)
