@@ -4,6 +4,13 @@
 ``(B, T, F)`` feature ids (:mod:`crfhead.data.features`; unseen features are 0, ignored), ``(B, T)``
 tag ids (``-100`` at padding) and the ``(B, T)`` bool mask, with the vocabularies of
 :mod:`crfhead.data.vocab`.
+
+Partial labels (issue 29): when some sentence of the batch has a label set
+(:attr:`Sentence.allowed <crfhead.data.sentence.Sentence.allowed>`), the batch carries
+``allowed``, ``(B, T, K)`` bool: one label at a known position, the set at a partial one, every
+label at ``*`` and at padding (ignored there); ``tags`` holds ``-100`` at partial positions, as at
+padding, so nothing reads a placeholder as gold. A batch of fully labelled sentences has
+``allowed=None`` and costs nothing more.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import torch
 from torch import Tensor
 
 from crfhead.data.features import FeatureTemplates
-from crfhead.data.sentence import LabelVocab, Sentence
+from crfhead.data.sentence import ANY, LabelVocab, Sentence
 from crfhead.data.vocab import Vocab
 
 __all__ = ["PAD_LABEL", "Batch", "Collator", "collator_for"]
@@ -38,6 +45,8 @@ class Batch:
         groups: the groups a higher-order decoder decodes jointly, as lists of row indices into the
             batch (every row in exactly one), or ``None`` when the data is not grouped
             (:mod:`crfhead.data.grouping`).
+        allowed: ``(B, T, K)`` bool, the labels each position may take, when some sentence has
+            partial labels; ``None`` when every position has one gold tag (see the module doc).
     """
 
     mask: Tensor
@@ -47,6 +56,7 @@ class Batch:
     tags: Tensor | None
     sentences: list[Sentence]
     groups: list[list[int]] | None = None
+    allowed: Tensor | None = None
 
     def to(self, device: torch.device | str) -> Batch:
         """The batch with its tensors on ``device``."""
@@ -62,6 +72,7 @@ class Batch:
             tags=move(self.tags),
             sentences=self.sentences,
             groups=self.groups,
+            allowed=move(self.allowed),
         )
 
 
@@ -123,14 +134,46 @@ class Collator:
             for i, sent in enumerate(per):
                 for j, fs in enumerate(sent):
                     feats[i, j, : len(fs)] = torch.tensor(fs, dtype=torch.long)
+        allowed = None
         if self.labels is not None and all(s.tags is not None for s in sentences):
             tags = torch.full((B, T), PAD_LABEL, dtype=torch.long)
             for i, s in enumerate(sentences):
                 assert s.tags is not None
                 tags[i, : len(s)] = torch.tensor(self.labels.encode(s.tags), dtype=torch.long)
+            if any(s.is_partial for s in sentences):
+                allowed = self._allowed(sentences, tags, T)
         return Batch(
-            mask=mask, words=words, chars=chars, features=feats, tags=tags, sentences=sentences
+            mask=mask,
+            words=words,
+            chars=chars,
+            features=feats,
+            tags=tags,
+            sentences=sentences,
+            allowed=allowed,
         )
+
+    def _allowed(self, sentences: list[Sentence], tags: Tensor, T: int) -> Tensor:
+        """``(B, T, K)`` label sets; sets ``tags`` to ``-100`` at partial positions, in place."""
+        assert self.labels is not None
+        K = len(self.labels)
+        allowed = torch.ones(len(sentences), T, K, dtype=torch.bool)
+        for i, s in enumerate(sentences):
+            sets = s.allowed or [None] * len(s)
+            for j, a in enumerate(sets):
+                if a is None:
+                    allowed[i, j] = False
+                    allowed[i, j, int(tags[i, j])] = True
+                    continue
+                tags[i, j] = PAD_LABEL
+                if a == ANY:
+                    continue
+                allowed[i, j] = False
+                try:
+                    ids = self.labels.encode(a)
+                except ValueError as err:
+                    raise ValueError(f"sentence {s.id or i}, token {j + 1}: {err}") from None
+                allowed[i, j, ids] = True
+        return allowed
 
 
 def collator_for(vocabs: dict[str, Any], needs: frozenset[str] | set[str]) -> Collator:

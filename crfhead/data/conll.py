@@ -29,6 +29,11 @@ concatenation or a lost blank line.
 :func:`write_conll` writes sentences; :func:`echo_conll` writes a file back as it was read, every
 line and column kept, with one more column (a prediction) appended to each token line
 (:func:`token_lines` finds them), so the output is scored as it is (conlleval).
+
+Partial labels (issue 29): a tag cell ``B-PER|B-ORG`` is the set of labels the token may take and
+``*`` any label; they land in :attr:`Sentence.allowed <crfhead.data.sentence.Sentence.allowed>`
+(:mod:`crfhead.data.partial`). A malformed cell (``B-PER|``, ``|``, ``**``, ``*|O``, a member
+outside the scheme) names the file and line. ``unknown_tags=["O"]`` makes every ``O`` any label.
 """
 
 from __future__ import annotations
@@ -37,9 +42,10 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from crfhead.data.partial import PLACEHOLDER, convert_partial, mark_unknown, parse_cell
 from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
 from crfhead.data.textfile import quote, read_lines, require_file
-from crfhead.schemes import canonical_scheme, convert_tags, split_label
+from crfhead.schemes import canonical_scheme
 
 __all__ = [
     "COLUMN_SPACE",
@@ -85,6 +91,7 @@ def read_conll(
     separator: str | None = None,
     docstart: str = DOCSTART,
     warn: bool = True,
+    unknown_tags: Sequence[str] = (),
 ) -> tuple[list[Sentence], ReadReport]:
     """Read a column file.
 
@@ -98,6 +105,8 @@ def read_conll(
         separator: the column separator (default: any run of ASCII spaces and tabs).
         docstart: a token that opens a new document when it is the first column of a line.
         warn: emit one warning summarising repairs and skips.
+        unknown_tags: tags (in ``scheme``) read as "any label" (partial labels), e.g. ``["O"]``
+            for a file where only some entities were annotated.
 
     Returns:
         ``(sentences, report)``; each sentence's ``doc_id`` is ``"<file stem>:<n>"`` (the n-th
@@ -122,11 +131,13 @@ def read_conll(
         separator=separator,
         docstart=docstart,
     )
+    if unknown_tags:
+        n = mark_unknown(sentences, unknown_tags)
+        report.count(f"positions tagged {'/'.join(unknown_tags)} read as any label", n=n)
     sentences = repair_sentences(sentences, scheme, report)
     if out_scheme is not None and canonical_scheme(out_scheme) != scheme:
         for s in sentences:
-            if s.tags is not None:
-                s.tags = convert_tags(s.tags, scheme, out_scheme)
+            convert_partial(s, scheme, out_scheme)
     report.sentences = len(sentences)
     report.tokens = sum(len(s) for s in sentences)
     if warn:
@@ -226,6 +237,7 @@ def iter_conll(
     doc = 0
     tokens: list[str] = []
     tags: list[str] = []
+    allowed: list[tuple[str, ...] | None] = []  # label sets (partial cells), per token
     extra: dict[str, list[str]] = {key: [] for key in columns}
     first_line = 0
     prev_blank = False  # a blank line right after another one is an empty sentence
@@ -235,9 +247,10 @@ def iter_conll(
     needed = max(c + 1 if c >= 0 else -c for c in used)  # columns a line must have
 
     def flush() -> None:
-        nonlocal tokens, tags, extra, made
+        nonlocal tokens, tags, allowed, extra, made
         if tokens:
             made += 1
+            partial = tag_col is not None and any(a is not None for a in allowed)
             pending.append(
                 Sentence(
                     tokens=tokens,
@@ -245,9 +258,10 @@ def iter_conll(
                     doc_id=f"{stem}:{doc}",
                     columns=extra,
                     id=f"{Path(name).name}:{first_line}",
+                    allowed=allowed if partial else None,
                 )
             )
-        tokens, tags, extra = [], [], {key: [] for key in columns}
+        tokens, tags, allowed, extra = [], [], [], {key: [] for key in columns}
 
     for lineno, line in enumerate(lines, start=1):
         if is_blank(line):
@@ -299,12 +313,13 @@ def iter_conll(
         if tag_col is not None:
             tag = fields[tag_col]
             try:
-                split_label(tag, scheme)
+                label_set = parse_cell(tag, scheme)
             except ValueError as err:
                 # The scheme's message quotes the tag whole: bound it, keep the explanation.
                 message = str(err).replace(repr(tag), quote(tag))
                 raise CoNLLFormatError(f"{name}, line {lineno}: {message}") from None
-            tags.append(tag)
+            tags.append(tag if label_set is None else PLACEHOLDER)
+            allowed.append(label_set)
         for key, col in columns.items():
             extra[key].append(fields[col])
     flush()

@@ -27,6 +27,7 @@ from crfhead.data.conll import read_conll
 from crfhead.data.finance import generate_documents
 from crfhead.data.finance.profile import profile as resolve_profile
 from crfhead.data.msm2013 import read_msm2013, split_msm2013
+from crfhead.data.partial import mark_unknown
 from crfhead.data.paths import data_path
 from crfhead.data.sentence import Sentence
 from crfhead.data.tokenize import LetterTokenizer, RegexTokenizer, Tokenizer
@@ -177,6 +178,9 @@ class CoNLLCorpus(Corpus):
         separator: column separator (default: whitespace; a tab for WNUT 2017).
         tokenizer: the :data:`~crfhead.data.tokenize.RULES` rule the files' text was tokenized with:
             ``"words"`` (CoNLL-2003 and most corpora), ``"tweets"`` (WNUT 2017) or ``"whitespace"``.
+        unknown_tags: tags read as "any label" (partial labels, issue 29), e.g. ``["O"]`` when
+            only some entities were annotated; cells ``B-PER|B-ORG`` and ``*`` are read as label
+            sets whatever this is (:mod:`crfhead.data.partial`).
     """
 
     def __init__(
@@ -187,9 +191,11 @@ class CoNLLCorpus(Corpus):
         scheme: str = "BIO",
         separator: str | None = None,
         tokenizer: str = "words",
+        unknown_tags: Sequence[str] = (),
     ) -> None:
         self.files = {"train": train, "dev": dev, "test": test}
         self.scheme, self.separator = scheme, separator
+        self.unknown_tags = tuple(unknown_tags)
         self.tokenizer = RegexTokenizer(tokenizer)
 
     def load(self) -> Splits:  # noqa: D102
@@ -197,7 +203,9 @@ class CoNLLCorpus(Corpus):
         sources: dict[str, str] = {}
         for split, name in self.files.items():
             path = Path(name) if Path(name).is_absolute() else data_path(name)
-            out[split], _ = read_conll(path, scheme=self.scheme, separator=self.separator)
+            out[split], _ = read_conll(
+                path, scheme=self.scheme, separator=self.separator, unknown_tags=self.unknown_tags
+            )
             sources[split] = f"CoNLL file {path}"
             # Checked per file as read, so an empty train file is named before dev and test are
             # even opened (and before a bad line in them could be the first error reported).
@@ -213,6 +221,7 @@ class InMemoryCorpus(Corpus):
             in place only when ``scheme`` differs from the one it trains in).
         scheme: the scheme of their tags.
         tokenizer: the rule raw text is split by at tagging (the source corpus's).
+        unknown_tags: tags made "any label" (partial labels) in every split, in place.
 
     Raises:
         ValueError: a split missing or empty.
@@ -223,11 +232,15 @@ class InMemoryCorpus(Corpus):
         splits: Mapping[str, Sequence[Sentence]],
         scheme: str = "BIO",
         tokenizer: Tokenizer | None = None,
+        unknown_tags: Sequence[str] = (),
     ) -> None:
         missing = [name for name in ("train", "dev", "test") if name not in splits]
         if missing:
             raise ValueError(f"InMemoryCorpus needs train, dev and test splits; missing {missing}")
         self._splits = {name: list(split) for name, split in splits.items()}
+        if unknown_tags:
+            for split in self._splits.values():
+                mark_unknown(split, unknown_tags)
         self.scheme = scheme
         if tokenizer is not None:
             self.tokenizer = tokenizer

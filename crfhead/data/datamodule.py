@@ -41,9 +41,10 @@ from crfhead.data.batching import Batch, Collator, collator_for
 from crfhead.data.corpora import Corpus, FinanceCorpus
 from crfhead.data.features import FeatureTemplates
 from crfhead.data.grouping import Grouping
+from crfhead.data.partial import ANY, convert_partial
 from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.data.vocab import Vocab, WordCoverage, word_coverage
-from crfhead.schemes import canonical_scheme, convert_tags, entity_types
+from crfhead.schemes import canonical_scheme, entity_types
 
 __all__ = [
     "BATCH_FIELDS",
@@ -236,15 +237,21 @@ class TaggingDataModule(pl.LightningDataModule):
         if source != self.scheme:
             for sentences in self.splits.values():
                 for s in sentences:
-                    if s.tags is not None:
-                        s.tags = convert_tags(s.tags, source, self.scheme)
+                    # Partial sentences convert exactly (BIO -> BIOES) or are refused, by name.
+                    convert_partial(s, source, self.scheme)
         train = self.splits["train"]
         types = sorted(
             {
                 t
                 for split in self.splits.values()
                 for s in split
-                for t in entity_types(s.tags or [], self.scheme)
+                for t in entity_types(
+                    [
+                        *(s.tags or []),
+                        *(lab for a in s.allowed or () if a and a != ANY for lab in a),
+                    ],
+                    self.scheme,
+                )
             }
         )
         self.added_words: tuple[str, ...] = ()

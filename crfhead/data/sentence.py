@@ -19,7 +19,21 @@ from typing import Any
 
 from crfhead.schemes import canonical_scheme, entity_types, labels_for, repair_tags
 
-__all__ = ["LabelVocab", "ReadReport", "Sentence", "repair_sentences"]
+__all__ = [
+    "ANY",
+    "PLACEHOLDER",
+    "LabelVocab",
+    "ReadReport",
+    "Sentence",
+    "gold_or_none",
+    "repair_sentences",
+]
+
+ANY: tuple[str, ...] = ("*",)
+"""A :attr:`Sentence.allowed` entry meaning "any label of the vocabulary" (a ``*`` CoNLL cell)."""
+
+PLACEHOLDER = "O"
+"""What ``Sentence.tags`` holds at a partial position (not gold: see :attr:`Sentence.allowed`)."""
 
 
 @dataclass
@@ -32,6 +46,10 @@ class Sentence:
         doc_id: the document the sentence belongs to, if known.
         columns: extra per-token columns of the source (e.g. ``{"pos": [...], "chunk": [...]}``).
         id: an identifier from the source (tweet id, ``file:line``), if any.
+        allowed: partial labels (issue 29, :mod:`crfhead.data.partial`): ``None`` when every
+            position has its single gold tag in ``tags``; else one entry per token, ``None`` (the
+            tag in ``tags`` is gold) or the tuple of labels the token may take (:data:`ANY`,
+            ``("*",)``: any label). At a partial position ``tags`` holds :data:`PLACEHOLDER`.
     """
 
     tokens: list[str]
@@ -39,12 +57,21 @@ class Sentence:
     doc_id: str | None = None
     columns: dict[str, list[str]] = field(default_factory=dict)
     id: str | None = None
+    allowed: list[tuple[str, ...] | None] | None = None
 
     def __post_init__(self) -> None:
         if self.tags is not None and len(self.tags) != len(self.tokens):
             raise ValueError(
                 f"sentence {self.id or ''} has {len(self.tokens)} tokens but {len(self.tags)} tags"
             )
+        if self.allowed is not None:
+            if self.tags is None:
+                raise ValueError(f"sentence {self.id or ''} has label sets but no tags")
+            if len(self.allowed) != len(self.tokens):
+                raise ValueError(
+                    f"sentence {self.id or ''} has {len(self.tokens)} tokens but "
+                    f"{len(self.allowed)} label-set entries"
+                )
         for name, col in self.columns.items():
             if len(col) != len(self.tokens):
                 raise ValueError(
@@ -54,6 +81,20 @@ class Sentence:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def is_partial(self) -> bool:
+        """Whether some position's gold is a set of labels (or any label)."""
+        return self.allowed is not None and any(a is not None for a in self.allowed)
+
+
+def gold_or_none(s: Sentence) -> list[str | None] | None:
+    """The sentence's gold tags with partial positions as ``None`` (``None`` if unlabelled)."""
+    if s.tags is None:
+        return None
+    if s.allowed is None:
+        return list(s.tags)
+    return [t if a is None else None for t, a in zip(s.tags, s.allowed, strict=True)]
 
 
 @dataclass
@@ -123,7 +164,11 @@ def repair_sentences(
     """Repair invalid tag sequences in place (counted in ``report``); returns the sentences."""
     out = []
     for s in sentences:
-        if s.tags is not None:
+        if s.is_partial:
+            # Repairing around a set would guess the unknown positions: a partial sentence is kept
+            # as read (the head only ever scores valid paths through the sets).
+            report.count("partial sentences (not repaired)")
+        elif s.tags is not None:
             fixed, changed = repair_tags(s.tags, scheme)
             if changed:
                 report.repaired_sentences += 1
@@ -164,6 +209,9 @@ class LabelVocab:
         for s in sentences:
             if s.tags is not None:
                 types.update(entity_types(s.tags, scheme))
+            for a in s.allowed or ():
+                if a is not None and a != ANY:
+                    types.update(entity_types(a, scheme))
         return cls.from_types(sorted(types), scheme)
 
     def __len__(self) -> int:
