@@ -11,7 +11,16 @@ else. Two kinds of request:
   exists, so the page asks for no file that is missing) and ``POST /api/tag`` with
   ``{"text": str, "k": int}`` (``k`` the number of best paths, 1 to :data:`MAX_K`, default 5): the text's tokens with character offsets, the decoded tags, the entities
   with their exact probabilities, the ``T x K`` node marginals and the ``k`` best paths with their
-  probabilities ``exp(score - log Z)``.
+  probabilities ``exp(score - log Z)``. With ``"spans": [[start, end, type], ...]`` (known entities
+  pinned by character offsets, ``end`` exclusive) and/or ``"forbid": [label | type | [start, end,
+  label or type], ...]``, all of it is conditioned on them, as
+  :meth:`~crfhead.inference.text_tagger.TextTagger.tag` with ``spans=``/``forbid=`` conditions it
+  (the probabilities then ``exp(score - log Z_allowed)``), and the answer adds ``spans``,
+  ``forbid``, ``pinned`` (the indices of the entities that are pins), ``free`` (the tags and
+  entities without the constraints) and ``changed`` (the tokens whose tag they changed). A pin
+  outside the text, of an unknown type, cutting a token, or constraints that leave no valid tag
+  path are a 400 that says which (:func:`_parse_pins`, then the tagger's own message). Without
+  ``spans``/``forbid`` (or with empty lists) the answer is exactly what it was before pins.
 * ``POST /api/tag`` with ``{"texts": [str, ...], "group": "all" | "auto" | "none"}`` instead: the
   texts tagged together, as :meth:`~crfhead.inference.text_tagger.TextTagger.annotate` tags them
   with that ``group`` (all texts one group, the grouping the model was trained with, each alone).
@@ -66,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
+    from crfhead.inference.pins import Forbid, Pin
     from crfhead.inference.text_tagger import TextTagger
 
 __all__ = [
@@ -77,6 +87,7 @@ __all__ = [
     "MAX_CHARS",
     "MAX_DIGITS",
     "MAX_K",
+    "MAX_PINS",
     "MAX_TEXTS",
     "MAX_TOKENS",
     "READ_TIMEOUT",
@@ -99,6 +110,9 @@ MAX_K = 20
 """The most best paths ``POST /api/tag`` returns."""
 DEFAULT_K = 5
 """Best paths returned when the request names no ``k``."""
+MAX_PINS = 256
+"""The most ``spans`` and ``forbid`` entries one ``POST /api/tag`` takes, together (else 413): each
+forbidden range is matched against every token, under the model's lock."""
 MAX_TEXTS = 64
 """The most texts one ``POST /api/tag`` with ``"texts"`` tags (they may all be one group; else 413)."""
 MAX_CHARS = 16_000
@@ -272,18 +286,28 @@ class LabState:
             "grouping": None if t.grouping is None else repr(t.grouping),
         }
 
-    def tag(self, text: str, k: int) -> dict[str, Any]:
+    def tag(
+        self,
+        text: str,
+        k: int,
+        spans: list[Pin] | None = None,
+        forbid: list[Forbid] | None = None,
+    ) -> dict[str, Any]:
         """``POST /api/tag``: the text tagged, its marginals and its ``k`` best paths.
+
+        With ``spans``/``forbid`` all of it is conditioned on them (:func:`_tag`).
 
         Raises:
             _RequestError: 409 with no model loaded; 413 for too many tokens; 503 when the model
-                stays busy; 400 for text the model refuses.
+                stays busy; 400 for text the model refuses, or pins and forbids it refuses (a
+                span of an unknown type or cutting a token, overlapping spans, constraints that
+                leave no valid tag path: the tagger's message).
         """
         tagger = self._loaded()
         self._check_tokens(tagger, [text])
         with self._model():
             try:
-                return _tag(tagger, text, k)
+                return _tag(tagger, text, k, spans, forbid)
             except ValueError as err:
                 raise _RequestError(HTTPStatus.BAD_REQUEST, str(err)) from None
 
@@ -371,12 +395,26 @@ class LabState:
         return self.tagger
 
 
-def _tag(tagger: TextTagger, text: str, k: int) -> dict[str, Any]:
+def _tag(
+    tagger: TextTagger,
+    text: str,
+    k: int,
+    spans: list[Pin] | None = None,
+    forbid: list[Forbid] | None = None,
+) -> dict[str, Any]:
     """Tag one text as :meth:`TextTagger.annotate` does, plus its trellis and its best paths.
 
-    One encoder pass and one build of the potentials (:meth:`TextTagger.trellis`).
+    One encoder pass and one build of the potentials (:meth:`TextTagger.trellis`). With ``spans``
+    or ``forbid``, the trellis is conditioned on them (``tagger.trellis(text, k, spans=...,
+    forbid=...)``: the tags, the entities and their probabilities, the marginals and the best
+    paths with ``exp(score - log Z_allowed)``), and the answer adds :func:`_conditioned`'s keys.
+    Without them, the answer has exactly the keys it had before pins.
     """
-    trellis = tagger.trellis(text, k)
+    constrained = bool(spans) or bool(forbid)
+    if constrained:
+        trellis = tagger.trellis(text, k, spans=spans or None, forbid=forbid or None)
+    else:
+        trellis = tagger.trellis(text, k)
     tagged = trellis.tagged
     labels = tagger.labels
     out: dict[str, Any] = {
@@ -401,7 +439,45 @@ def _tag(tagger: TextTagger, text: str, k: int) -> dict[str, Any]:
         for score, ids in trellis.best
         if math.isfinite(score)  # fewer than k paths exist
     ]
+    if constrained:
+        out.update(_conditioned(tagger, text, tagged, spans or [], forbid or []))
     return out
+
+
+def _conditioned(
+    tagger: TextTagger, text: str, tagged: Any, spans: list[Pin], forbid: list[Forbid]
+) -> dict[str, Any]:
+    """What a constrained answer adds: the constraints, which entities are pins, the free decoding.
+
+    ``free`` is the same text decoded without the constraints (a second, unconstrained trellis of
+    one best path: the page shows what the pins changed); ``changed`` the token indices whose tag
+    differs between the two; ``pinned`` the indices into ``entities`` of the pinned spans (an
+    entity is a pin when it has the pin's type and exactly the tokens inside the pin's offsets).
+    """
+    free = tagger.trellis(text, 1).tagged
+    tokens = tagged.tokens
+    pinned = []
+    for start, end, label in spans:
+        inside = [j for j, t in enumerate(tokens) if start <= t.start and t.end <= end]
+        for i, e in enumerate(tagged.entities):
+            if inside and (e.label, e.token_start, e.token_end) == (
+                label,
+                inside[0],
+                inside[-1] + 1,
+            ):
+                pinned.append(i)
+    return {
+        "spans": [list(s) for s in spans],
+        "forbid": [f if isinstance(f, str) else list(f) for f in forbid],
+        "pinned": sorted(set(pinned)),
+        "free": {
+            "tags": list(free.tags),
+            "entities": [e.to_dict() for e in free.entities],
+        },
+        "changed": [
+            t for t, (a, b) in enumerate(zip(tagged.tags, free.tags, strict=True)) if a != b
+        ],
+    }
 
 
 def _tag_texts(tagger: TextTagger, texts: list[str], group: str) -> dict[str, Any]:
@@ -559,10 +635,8 @@ def _check_chars(chars: int, limits: Limits) -> None:
         )
 
 
-def _parse_tag_request(
-    body: bytes, limits: Limits | None = None
-) -> tuple[str, int] | _TextsRequest:
-    """``(text, k)`` of a one-text ``POST /api/tag`` body, ``(texts, group)`` of one with ``"texts"``.
+def _parse_tag_request(body: bytes, limits: Limits | None = None) -> _TextRequest | _TextsRequest:
+    """The one-text request of a ``POST /api/tag`` body, or ``(texts, group)`` of one with ``"texts"``.
 
     Raises:
         _RequestError: 400 naming what is wrong; 413 past ``limits`` (default :class:`Limits`).
@@ -576,10 +650,11 @@ def _parse_tag_request(
         )
     if "texts" in payload:
         return _parse_texts(payload, limits)
-    unknown = sorted(set(payload) - {"text", "k"})
+    unknown = sorted(set(payload) - {"text", "k", "spans", "forbid"})
     if unknown:
         raise _RequestError(
-            HTTPStatus.BAD_REQUEST, f'unknown fields {unknown}: give "text" and optionally "k"'
+            HTTPStatus.BAD_REQUEST,
+            f'unknown fields {unknown}: give "text" and optionally "k", "spans" and "forbid"',
         )
     if "text" not in payload:
         raise _RequestError(HTTPStatus.BAD_REQUEST, 'missing "text" (the sentence to tag)')
@@ -597,7 +672,96 @@ def _parse_tag_request(
         )
     if not 1 <= k <= MAX_K:
         raise _RequestError(HTTPStatus.BAD_REQUEST, f'"k" must be between 1 and {MAX_K}, got {k}')
-    return text, k
+    spans, forbid = _parse_pins(payload, text)
+    return _TextRequest(text, k, spans, forbid)
+
+
+@dataclass(frozen=True)
+class _TextRequest:
+    """A one-text ``POST /api/tag`` body: the text, ``k`` best paths, its pins and forbids.
+
+    ``spans`` and ``forbid`` are ``None`` when the request gave none (or empty lists): the text is
+    then tagged exactly as without pins.
+    """
+
+    text: str
+    k: int
+    spans: list[Pin] | None = None
+    forbid: list[Forbid] | None = None
+
+
+def _offsets(item: Any, where: str, text: str, what: str) -> tuple[int, int, str]:
+    """``item`` read as ``[start, end, label]`` with ``0 <= start < end <= len(text)``.
+
+    Raises:
+        _RequestError: 400 naming the entry, what it holds and the text's length.
+    """
+    if (
+        not isinstance(item, list)
+        or len(item) != 3
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in item[:2])
+        or not isinstance(item[2], str)
+    ):
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f"{where} must be [start, end, {what}] (character offsets, end exclusive, and a "
+            f"string), got {json.dumps(item)[:200]}",
+        )
+    start, end, label = item
+    _check_unicode(label, where)
+    if not 0 <= start < end <= len(text):
+        raise _RequestError(
+            HTTPStatus.BAD_REQUEST,
+            f"{where} = {json.dumps(item)[:200]} is outside the text or empty: need 0 <= start < "
+            f"end <= {len(text)} (the text's length in characters)",
+        )
+    return start, end, label
+
+
+def _parse_pins(payload: dict[str, Any], text: str) -> tuple[list[Pin] | None, list[Forbid] | None]:
+    """``"spans"`` and ``"forbid"`` of a one-text request, checked as JSON against the text.
+
+    The shapes and offsets are checked here, where the message can name the request's own field
+    and index; whether a type exists, a span cuts a token, spans overlap or the constraints leave
+    a path is the tagger's to say (:func:`crfhead.inference.pins.text_constraint`), under the lock.
+
+    Raises:
+        _RequestError: 400 for a field that is not a list, an entry that is not ``[start, end,
+            type]`` (``forbid``: or a label or type), offsets outside the text; 413 past
+            :data:`MAX_PINS` entries.
+    """
+    spans_in, forbid_in = payload.get("spans"), payload.get("forbid")
+    for name, value in (("spans", spans_in), ("forbid", forbid_in)):
+        if value is not None and not isinstance(value, list):
+            raise _RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f'"{name}" must be a list, got a {type(value).__name__}'
+                + (" (give [[start, end, type], ...])" if name == "spans" else ""),
+            )
+    spans_in, forbid_in = spans_in or [], forbid_in or []
+    count = len(spans_in) + len(forbid_in)
+    if count > MAX_PINS:
+        raise _RequestError(
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+            f'"spans" and "forbid" hold {count} entries; the lab takes at most {MAX_PINS} a request',
+        )
+    spans: list[Pin] = [
+        _offsets(item, f'"spans"[{i}]', text, "type") for i, item in enumerate(spans_in)
+    ]
+    forbid: list[Forbid] = []
+    for i, item in enumerate(forbid_in):
+        if isinstance(item, str):
+            _check_unicode(item, f'"forbid"[{i}]')
+            forbid.append(item)
+        elif not isinstance(item, list):
+            raise _RequestError(
+                HTTPStatus.BAD_REQUEST,
+                f'"forbid"[{i}] must be a label or type ("B-PER", "PER", "O") or [start, end, '
+                f"label or type], got {json.dumps(item)[:200]}",
+            )
+        else:
+            forbid.append(_offsets(item, f'"forbid"[{i}]', text, "label or type"))
+    return spans or None, forbid or None
 
 
 @dataclass(frozen=True)
@@ -618,8 +782,8 @@ def _parse_texts(payload: dict[str, Any], limits: Limits) -> _TextsRequest:
     if unknown:
         raise _RequestError(
             HTTPStatus.BAD_REQUEST,
-            f'unknown fields {unknown}: with "texts" give "group" only ("k" best paths are for '
-            'one "text")',
+            f'unknown fields {unknown}: with "texts" give "group" only ("k" best paths, "spans" '
+            'and "forbid" are for one "text")',
         )
     texts = payload["texts"]
     if not isinstance(texts, list):
@@ -914,7 +1078,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(request, _TextsRequest):
             result = state.tag_texts(request.texts, request.group)
         else:
-            result = state.tag(*request)
+            result = state.tag(request.text, request.k, request.spans, request.forbid)
         self._json(HTTPStatus.OK, result)
 
     def _read_body(self) -> bytes:

@@ -608,21 +608,123 @@
 
   // ------------------------------------------------------------------------- Your model
   // The text with its entities marked, displaCy style: type and exact span probability written out.
-  function entityMarks(text, entities, colorOf, attrs) {
+  // `pinned` (optional): the indices of the entities the user pinned, marked "pinned" in words too.
+  function entityMarks(text, entities, colorOf, attrs, pinned) {
     const ents = h('div', attrs);
     let pos = 0;
-    for (const e of entities) {
-      if (e.start < pos) continue;
+    entities.forEach((e, i) => {
+      if (e.start < pos) return;
+      const pin = Boolean(pinned && pinned.has(i));
       ents.append(text.slice(pos, e.start));
-      ents.append(h('mark', { class: 'ent', style: `background-color:${colorOf(e.label)}`, dataset: { label: e.label, start: e.start, end: e.end, probability: e.probability === null ? '' : e.probability } }, [
+      ents.append(h('mark', { class: `ent${pin ? ' pinned' : ''}`, style: `background-color:${colorOf(e.label)}`, dataset: { label: e.label, start: e.start, end: e.end, probability: e.probability === null ? '' : e.probability, ...(pin ? { pinned: 'true' } : {}) } }, [
         h('span', { class: 'ent-text', text: text.slice(e.start, e.end) }),
         h('span', { class: 'ent-label', text: e.label }),
+        pin ? h('span', { class: 'ent-pin', text: 'pinned' }) : null,
         h('span', { class: 'ent-prob', text: e.probability === null ? '' : `p = ${fmt(e.probability)}` }),
       ]));
       pos = e.end;
-    }
+    });
     ents.append(text.slice(pos));
     return ents;
+  }
+
+  // Pins: what the user already knows about the text, sent as POST /api/tag's "spans" (known
+  // entities, [start, end, type]) and "forbid" ([start, end, label or type] excluded there); the
+  // server conditions the decoding, the span probabilities, the marginals and the best paths on
+  // them. Offsets are the server's: Unicode code points, end exclusive (a textarea counts UTF-16
+  // units, so a selection is converted). A selection is widened to whole tokens of the last answer.
+  const codePoints = (text, units) => Array.from(text.slice(0, units)).length;
+  const cpSlice = (text, a, b) => Array.from(text).slice(a, b).join('');
+  function pinControl(types, input, rerun) {
+    const spans = [];
+    const forbid = [];
+    let tokens = null; // the last answer's tokens, and the text they are of
+    let tokensOf = null;
+    const start = h('input', { type: 'number', id: 'pin-start', min: 0, step: 1, 'aria-label': 'first character of the span' });
+    const end = h('input', { type: 'number', id: 'pin-end', min: 1, step: 1, 'aria-label': 'character just past the span' });
+    const typeSel = h('select', { id: 'pin-type', 'aria-label': 'entity type of the span' }, types.map((t) => h('option', { value: t, text: t }))
+      .concat([h('option', { value: 'O', text: 'O (no entity: forbid only)' })]));
+    const chosen = h('span', { class: 'model-info', id: 'pin-selection', text: 'select characters in the text above, or type offsets' });
+    const status = h('span', { class: 'model-info', id: 'pin-status', role: 'status' });
+    const list = h('ul', { class: 'pin-list', id: 'pin-list' });
+    const add = h('button', { type: 'button', class: 'btn', id: 'pin-add', text: 'Pin span', disabled: !types.length, title: types.length ? null : 'the model\u2019s labels have no entity types to pin' });
+    const ban = h('button', { type: 'button', class: 'btn', id: 'pin-forbid', text: 'Forbid here' });
+    const clear = h('button', { type: 'button', class: 'btn', id: 'pins-clear', text: 'Clear pins', disabled: true });
+    function range() {
+      const a = Number(start.value);
+      const b = Number(end.value);
+      const n = Array.from(input.value).length;
+      if (start.value === '' || end.value === '' || !Number.isInteger(a) || !Number.isInteger(b)) return { error: 'give the start and end offsets (select characters in the text)' };
+      if (!(a >= 0 && a < b && b <= n)) return { error: `need 0 ≤ start < end ≤ ${n} (the text's length)` };
+      return { start: a, end: b };
+    }
+    function describe() {
+      const r = range();
+      chosen.textContent = r.error ? r.error : `“${cpSlice(input.value, r.start, r.end)}” [${r.start}, ${r.end})`;
+    }
+    function fromSelection() {
+      if (input.selectionStart === input.selectionEnd) return;
+      const text = input.value;
+      let a = codePoints(text, input.selectionStart);
+      let b = codePoints(text, input.selectionEnd);
+      if (tokens && tokensOf === text) {
+        const hit = tokens.filter((t) => t.end > a && t.start < b);
+        if (hit.length) { a = hit[0].start; b = hit[hit.length - 1].end; }
+      } else {
+        const cps = Array.from(text);
+        while (a < b && /\s/.test(cps[a])) a += 1;
+        while (b > a && /\s/.test(cps[b - 1])) b -= 1;
+      }
+      if (a >= b) return;
+      start.value = a;
+      end.value = b;
+      describe();
+    }
+    for (const ev of ['select', 'mouseup', 'keyup']) input.addEventListener(ev, fromSelection);
+    start.addEventListener('input', describe);
+    end.addEventListener('input', describe);
+    function draw() {
+      list.replaceChildren(...spans.map((p) => item(p, 'span', spans)).concat(forbid.map((p) => item(p, 'forbid', forbid))));
+      clear.disabled = !spans.length && !forbid.length;
+    }
+    function item(p, kind, from) {
+      const what = kind === 'span' ? `pinned as ${p.label}` : `not ${p.label}`;
+      return h('li', { class: `pin pin-${kind}`, dataset: { kind, start: p.start, end: p.end, label: p.label } }, [
+        h('span', { text: `“${cpSlice(input.value, p.start, p.end)}” [${p.start}, ${p.end}) ${what}` }),
+        h('button', { type: 'button', class: 'btn pin-remove', 'aria-label': `remove: ${what}`, text: '×', on: { click: () => { from.splice(from.indexOf(p), 1); draw(); rerun(); } } }),
+      ]);
+    }
+    function push(kind) {
+      const r = range();
+      const label = typeSel.value;
+      if (r.error) { status.textContent = r.error; return; }
+      if (kind === 'span' && label === 'O') { status.textContent = 'O is no entity type: it can be forbidden, not pinned'; return; }
+      status.textContent = '';
+      (kind === 'span' ? spans : forbid).push({ start: r.start, end: r.end, label });
+      draw();
+      rerun();
+    }
+    add.addEventListener('click', () => push('span'));
+    ban.addEventListener('click', () => push('forbid'));
+    clear.addEventListener('click', () => { spans.length = 0; forbid.length = 0; status.textContent = ''; draw(); rerun(); });
+    const node = h('fieldset', { class: 'pins', id: 'model-pins' }, [
+      h('legend', { text: 'pin what you know' }),
+      h('div', { class: 'controls' }, [
+        h('label', {}, ['start ', start]), h('label', {}, ['end ', end]), h('label', {}, ['type ', typeSel]), add, ban, clear, chosen,
+      ]),
+      list, status,
+    ]);
+    return {
+      node,
+      // The request's constraints: none at all when nothing is pinned (the request is then as before pins).
+      fields() {
+        const out = {};
+        if (spans.length) out.spans = spans.map((p) => [p.start, p.end, p.label]);
+        if (forbid.length) out.forbid = forbid.map((p) => [p.start, p.end, p.label]);
+        return out;
+      },
+      tokens(text, toks) { tokens = toks; tokensOf = text; },
+    };
   }
 
   // Several lines decoded together by a higher-order model (POST /api/tag with "texts" and "group"):
@@ -735,6 +837,8 @@
       input, h('div', { class: 'controls' }, [button, h('label', {}, ['best paths ', kSel]), h('span', { class: 'model-info', text: 'Enter tags; Shift+Enter starts a new line.' })]),
     ]);
     input.addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); run(); } });
+    const pins = pinControl(info.scheme ? types : [], input, () => run());
+    form.append(pins.node);
     if (info.group_decoder) {
       // A higher-order model also decodes several texts together: offer both modes.
       const one = h('div', { id: 'model-one' }, [form, out]);
@@ -754,10 +858,12 @@
       button.disabled = true;
       out.dataset.state = 'busy';
       try {
-        const res = await fetch('api/tag', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ text: input.value, k: Number(kSel.value) }) });
+        const text = input.value;
+        const res = await fetch('api/tag', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(Object.assign({ text, k: Number(kSel.value) }, pins.fields())) });
         const body = await res.json().catch(() => ({ error: `the server answered ${res.status} without JSON` }));
         if (mine !== seq) return;
         if (!res.ok) throw new Error(body.error || `the server answered ${res.status}`);
+        pins.tokens(text, body.tokens);
         show(body);
         out.dataset.state = 'done';
       } catch (err) {
@@ -771,11 +877,13 @@
     function show(r) {
       out.replaceChildren();
       // Entities in the text, displaCy style, with the type and the exact span probability written out.
-      const ents = entityMarks(r.text, r.entities, colorOf, { class: 'ents', id: 'entities' });
-      out.append(h('h3', { text: `Entities (${r.entities.length})` }), ents);
+      const conditioned = Array.isArray(r.spans);
+      const ents = entityMarks(r.text, r.entities, colorOf, { class: 'ents', id: 'entities', dataset: { conditioned: conditioned ? 'true' : 'false' } }, conditioned ? new Set(r.pinned) : null);
+      out.append(h('h3', { text: `Entities (${r.entities.length})${conditioned ? ', given what you pinned' : ''}` }), ents);
       out.append(h('p', { class: 'note', text: r.calibrated
-        ? 'p is the exact probability that the span is an entity of that type under the model (a sum over every path), not a score of one token.'
+        ? `p is the exact probability that the span is an entity of that type under the model (a sum over every path${conditioned ? ' that keeps your pins and forbids: a pinned span has p = 1' : ''}), not a score of one token.`
         : 'This head is not a probability model: no span probabilities; the trellis shows the Gibbs distribution of its scores.' }));
+      if (conditioned) out.append(pinEffect(r));
       if (!r.tokens.length) return;
       // The sentence's trellis: rows are labels, columns tokens; the decoded path drawn over it.
       const idx = r.tags.map((t) => r.labels.indexOf(t));
@@ -796,7 +904,29 @@
         h('span', {}, p.tags.map((tg, t) => h('span', { class: `${tg !== 'O' ? 'ent-tag' : ''}${i && tg !== best[t] ? ' diff' : ''}`, text: `${r.tokens[t].text}/${tg}${t < p.tags.length - 1 ? ' ' : ''}` }))),
       ]), { class: 'topk', textCols: [2], id: 'topk-table' }));
       const total = r.topk.reduce((a, p) => a + p.probability, 0);
-      out.append(h('p', { class: 'note', text: `These ${r.topk.length} paths carry ${fmt(100 * total, 1)}% of the probability (of ${r.labels.length}^${r.tokens.length} paths).` }));
+      out.append(h('p', { class: 'note', text: `These ${r.topk.length} paths carry ${fmt(100 * total, 1)}% of the probability (of ${r.labels.length}^${r.tokens.length} paths${conditioned ? '; probabilities given your pins and forbids' : ''}).` }));
+    }
+    // What the pins changed: the tokens relabelled against the free decoding, and each entity's
+    // probability without and with the constraints.
+    function pinEffect(r) {
+      const n = r.spans.length + r.forbid.length;
+      const box = h('div', { class: 'pin-effect', id: 'pin-effect' });
+      box.append(h('p', { class: 'note', text: `Conditioned on ${n} constraint${n === 1 ? '' : 's'}: ${r.changed.length ? `${r.changed.length} token${r.changed.length === 1 ? '' : 's'} relabelled against the decoding without them` : 'no token relabelled against the decoding without them'}.` }));
+      if (r.changed.length) {
+        box.append(h('div', { class: 'tokens', id: 'pin-changed' }, r.changed.map((t) => h('span', { class: 'tok changed', dataset: { t }, title: `without the pins: ${r.free.tags[t]}; with them: ${r.tags[t]}` }, [
+          h('span', { class: 'w', text: r.tokens[t].text }),
+          h('span', { class: 'l', text: `${r.free.tags[t]} → ${r.tags[t]}` }),
+        ]))));
+      }
+      if (r.calibrated) {
+        const key = (e) => `${e.label}:${e.start}:${e.end}`;
+        const free = new Map(r.free.entities.map((e) => [key(e), e]));
+        const here = new Set(r.entities.map(key));
+        const rows = r.entities.map((e) => [e.text, e.label, free.has(key(e)) ? fmt(free.get(key(e)).probability) : 'not decoded', fmt(e.probability)])
+          .concat(r.free.entities.filter((e) => !here.has(key(e))).map((e) => [e.text, e.label, fmt(e.probability), 'not decoded']));
+        box.append(table(['span', 'type', 'p without the pins', 'p given the pins'], rows, { caption: 'Span probabilities', textCols: [0, 1], id: 'pin-probabilities' }));
+      }
+      return box;
     }
     return form;
   }
