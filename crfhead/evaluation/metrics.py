@@ -67,6 +67,7 @@ _COUNTS = (
     "gold_repaired_tags",
     "pred_invalid_sentences",
     "pred_repaired_tags",
+    "ignored_tokens",
 )
 
 _GOLD_REPAIR_WARNING = (
@@ -170,7 +171,7 @@ class TaggingMetrics:
 
     def update(
         self,
-        gold: Sequence[Sequence[str]],
+        gold: Sequence[Sequence[str | None]],
         pred: Sequence[Sequence[str]],
         tokens: Sequence[Sequence[str]] | None = None,
         log_loss: float | None = None,
@@ -179,7 +180,11 @@ class TaggingMetrics:
         """Add a batch of sentences. The batch is checked whole before anything is counted.
 
         Args:
-            gold: the gold labels of each sentence (strings of the scheme, padding removed).
+            gold: the gold labels of each sentence (strings of the scheme, padding removed);
+                ``None`` at a position whose gold is not a single label (partial labels, issue 29).
+                Such positions are dropped from gold *and* predicted sequences before spans and
+                token accuracy are read (a span through one is read as the labels around it
+                give it, as seqeval reads any sequence) and counted as ``ignored_tokens``.
             pred: the predicted labels, as many per sentence as ``gold``.
             tokens: the words of each sentence, for unseen-word accuracy (used only with
                 ``seen_words``).
@@ -200,18 +205,22 @@ class TaggingMetrics:
         if num_tokens is not None and log_loss is None:
             raise ValueError("num_tokens was given without log_loss")
         offset = self._counts["sentences"]
-        for i, (g, p) in enumerate(zip(gold, pred, strict=True)):
+        for i, (g0, p0) in enumerate(zip(gold, pred, strict=True)):
             where = f"sentence {i} of the batch ({offset + i} overall)"
-            if len(g) != len(p):
-                raise ValueError(f"{where}: gold has {len(g)} labels but pred has {len(p)}")
-            if tokens is not None and len(tokens[i]) != len(g):
-                raise ValueError(f"{where}: gold has {len(g)} labels but {len(tokens[i])} tokens")
+            if len(g0) != len(p0):
+                raise ValueError(f"{where}: gold has {len(g0)} labels but pred has {len(p0)}")
+            if tokens is not None and len(tokens[i]) != len(g0):
+                raise ValueError(f"{where}: gold has {len(g0)} labels but {len(tokens[i])} tokens")
 
         counts = dict.fromkeys(_COUNTS, 0)
         entities: dict[str, list[int]] = {}
         seen = self.seen_words if tokens is not None else None
         for i, (g_raw, p_raw) in enumerate(zip(gold, pred, strict=True)):
-            g, p = list(g_raw), list(p_raw)
+            keep = [j for j, t in enumerate(g_raw) if t is not None]
+            counts["ignored_tokens"] += len(g_raw) - len(keep)
+            g: list[str] = [t for t in g_raw if t is not None]
+            p = [p_raw[j] for j in keep]
+            words = [tokens[i][j] for j in keep] if tokens is not None else None
             if not is_valid(g, self.scheme):  # also validates every label
                 counts["gold_invalid_sentences"] += 1
                 if self.repair_gold:
@@ -233,8 +242,9 @@ class TaggingMetrics:
             counts["sentences"] += 1
             counts["tokens"] += len(g)
             counts["correct"] += sum(hits)
-            if seen is not None and tokens is not None:
-                unseen = [w not in seen for w in tokens[i]]
+            if seen is not None and words is not None:
+                assert words is not None
+                unseen = [w not in seen for w in words]
                 counts["word_tokens"] += len(unseen)
                 counts["unseen_tokens"] += sum(unseen)
                 counts["unseen_correct"] += sum(u and h for u, h in zip(unseen, hits, strict=True))
@@ -334,6 +344,8 @@ class TaggingMetrics:
               same sum per sentence (the scale of the training loss);
             * ``gold_invalid_sentences``, ``gold_repaired_tags``, ``pred_invalid_sentences``,
               ``pred_repaired_tags``: invalid sequences met (see the module docstring);
+            * ``ignored_tokens``: positions whose gold was not a single label (dropped before
+              scoring), only if there were some;
             * ``{TYPE}/precision``, ``{TYPE}/recall``, ``{TYPE}/f1``, ``{TYPE}/support`` per type.
 
             A ratio with a zero denominator is 0.0.
@@ -378,6 +390,8 @@ class TaggingMetrics:
             "pred_repaired_tags",
         ):
             out[name] = float(c[name])
+        if c["ignored_tokens"]:
+            out["ignored_tokens"] = float(c["ignored_tokens"])
         for typ, row, (tp_, tr_, tf_) in zip(types, rows, per_type, strict=True):
             out[f"{typ}/precision"] = tp_
             out[f"{typ}/recall"] = tr_

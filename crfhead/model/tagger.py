@@ -119,6 +119,20 @@ class Tagger(nn.Module):
             raise ValueError("the batch has no tags to compute a loss on")
         emissions = self(batch)
         tags, mask = batch.tags.to(emissions.device), batch.mask.to(emissions.device)
+        if batch.allowed is not None:
+            # Partial labels (issue 29): the loss of the allowed paths (log Z - log Z_allowed for
+            # the CRF); tags are -100 at partial positions, so the sets alone are the gold. A head
+            # that cannot train on them (the HMM) raises its own message, passed on as is.
+            if self.decoder is not None and self.decoder.learns:
+                raise ValueError(
+                    f"the group decoder {type(self.decoder).__name__} learns its weights from whole "
+                    "gold labellings; it cannot train on partial labels (label sets or * cells in "
+                    f"sentences {[s.id for s in batch.sentences if s.is_partial][:5]}): train "
+                    "without the learning decoder or on fully labelled data"
+                )
+            return self.head.loss(
+                emissions, None, mask, reduction, allowed=batch.allowed.to(emissions.device)
+            )
         if self.decoder is None or not self.decoder.learns:
             return self.head.loss(emissions, tags, mask, reduction)
         pot = self.head.potentials(emissions, mask)
@@ -151,9 +165,18 @@ class Tagger(nn.Module):
     def decode_with_loss(self, batch: Batch) -> tuple[list[list[str]], float]:
         """Predicted tags and the summed conditional log-loss of the gold tags (for metrics)."""
         emissions = self(batch)
-        mask = batch.mask.to(emissions.device)
         pred = self.decode_labels(emissions, batch)
-        nll = 0.0
-        if batch.tags is not None:
-            nll = float(self.head.nll(emissions, batch.tags.to(emissions.device), mask, "sum"))
-        return pred, nll
+        return pred, self.gold_nll(emissions, batch)
+
+    def gold_nll(self, emissions: Tensor, batch: Batch) -> float:
+        """The summed log-loss of the batch's gold (0.0 without tags).
+
+        With partial labels (``batch.allowed``), the loss of the allowed paths; else of the tags.
+        """
+        if batch.tags is None:
+            return 0.0
+        mask = batch.mask.to(emissions.device)
+        if batch.allowed is not None:
+            allowed = batch.allowed.to(emissions.device)
+            return float(self.head.nll(emissions, mask=mask, reduction="sum", allowed=allowed))
+        return float(self.head.nll(emissions, batch.tags.to(emissions.device), mask, "sum"))

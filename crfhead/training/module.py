@@ -18,7 +18,7 @@ from torch import Tensor
 
 from crfhead.checks import NonFiniteError
 from crfhead.data.batching import Batch
-from crfhead.data.sentence import LabelVocab
+from crfhead.data.sentence import LabelVocab, gold_or_none
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.evaluation.report import format_report, write_report_json
 from crfhead.model.build import DEFAULT_ENCODER, DEFAULT_HEAD, Spec, without_sources
@@ -181,7 +181,8 @@ class TaggerModule(pl.LightningModule):
             self._grid_step(batch)
             return
         pred, nll = self.tagger.decode_with_loss(batch)
-        gold = [s.tags or [] for s in batch.sentences]
+        # Partial positions are None: the metrics drop them and count them (ignored_tokens).
+        gold = [gold_or_none(s) or [] for s in batch.sentences]
         tokens = [s.tokens for s in batch.sentences]
         self.metrics[stage].update(
             gold, pred, tokens, log_loss=nll, num_tokens=int(batch.mask.sum())
@@ -193,11 +194,8 @@ class TaggerModule(pl.LightningModule):
         decoder = self.tagger.decoder
         assert decoder is not None
         emissions = self.tagger(batch)
-        nll = 0.0
-        if batch.tags is not None:
-            tags, mask = batch.tags.to(emissions.device), batch.mask.to(emissions.device)
-            nll = float(self.tagger.head.nll(emissions, tags, mask, "sum"))
-        gold = [s.tags or [] for s in batch.sentences]
+        nll = self.tagger.gold_nll(emissions, batch)
+        gold = [gold_or_none(s) or [] for s in batch.sentences]
         tokens = [s.tokens for s in batch.sentences]
         kept = decoder.value
         for value, metrics in zip(decoder.grid, self.grid_metrics, strict=True):
