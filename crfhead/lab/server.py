@@ -1077,6 +1077,8 @@ class _Handler(BaseHTTPRequestHandler):
         request = _parse_tag_request(body, state.limits)
         if isinstance(request, _TextsRequest):
             result = state.tag_texts(request.texts, request.group)
+        elif request.spans is None and request.forbid is None:
+            result = state.tag(request.text, request.k)  # no pins: the call as before them
         else:
             result = state.tag(request.text, request.k, request.spans, request.forbid)
         self._json(HTTPStatus.OK, result)
