@@ -268,6 +268,47 @@ def test_your_model_shows_the_entities_of_the_sentence(page: Page, server: LabSe
     assert page.errors == []
 
 
+def test_your_model_pins_a_span_and_clears_it(page: Page, server: LabServer) -> None:
+    """Pin "Mara Voss" as PERSON by offsets: the page shows the tagger's constrained entities, the
+    pin marked, what it changed; a pin that cuts a token is the server's message; Clear unpins."""
+    panel = page.tab("model")
+    assert panel.locator("#model-pins").is_visible()
+    text = "Kestrel Power guided to 9 percent growth in the second half, said CEO Mara Voss."
+    page.page.fill("#model-text", text)
+    page.page.press("#model-text", "Enter")
+    page.page.wait_for_selector("#model-output[data-state='done']", timeout=30000)
+    start = text.index("Mara Voss")
+    page.page.fill("#pin-start", str(start))
+    page.page.fill("#pin-end", str(start + len("Mara Voss")))
+    page.page.select_option("#pin-type", "PERSON")
+    page.page.click("#pin-add")
+    pinned = page.page.locator("#entities mark.ent[data-pinned='true']")
+    sync_api.expect(pinned).to_have_count(1, timeout=30000)
+    assert pinned.locator(".ent-text").inner_text() == "Mara Voss"
+    assert "pinned" in pinned.inner_text()
+    assert page.page.locator("#pin-list li").count() == 1
+    tagger = server.state.tagger
+    assert tagger is not None
+    expected = tagger.tag(text, spans=[(start, start + len("Mara Voss"), "PERSON")])
+    labels = page.page.eval_on_selector_all(
+        "#entities mark.ent", "els => els.map(e => e.dataset.label)"
+    )
+    assert labels == [e.label for e in expected]
+    assert page.page.locator("#pin-effect").is_visible()
+    # A pin that cuts a token: the server's message, in the page.
+    page.page.fill("#pin-start", "0")
+    page.page.fill("#pin-end", "3")
+    page.page.click("#pin-add")
+    sync_api.expect(page.page.locator("#model-error")).to_contain_text("cuts token", timeout=30000)
+    page.page.click("#pins-clear")
+    sync_api.expect(page.page.locator("#pin-list li")).to_have_count(0)
+    sync_api.expect(page.page.locator("#entities")).to_have_attribute(
+        "data-conditioned", "false", timeout=30000
+    )
+    assert page.page.locator("#pin-effect").count() == 0
+    assert page.errors == []
+
+
 def test_no_model_says_so(browser: Any) -> None:
     for server in _serve():
         p = Page(browser, server.url + "#model")
