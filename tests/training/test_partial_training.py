@@ -76,7 +76,8 @@ def test_partial_loss_is_finite_and_falls() -> None:
     assert math.isfinite(nll) and len(pred) == 12
 
 
-def test_train_py_on_partial_conll_reports_ignored_positions(tmp_path: Path) -> None:
+def _config(tmp_path: Path) -> Path:
+    """A train.py config on three tiny CoNLL files with partial cells (written here)."""
     files = {}
     for split, seed in (("train", 1), ("dev", 2), ("test", 3)):
         files[split] = tmp_path / f"{split}.txt"
@@ -110,6 +111,11 @@ data:
   batch_size: 4
 """
     )
+    return config
+
+
+def test_train_py_on_partial_conll_reports_ignored_positions(tmp_path: Path) -> None:
+    config = _config(tmp_path)
     with pytest.warns(UserWarning, match="partial sentences"):
         cli = main(["--config", str(config)])
     report = cli.model.test_report
@@ -117,6 +123,15 @@ data:
     assert report["ignored_tokens"] == 9.0, report
     assert report["tokens"] == 31.0
     assert math.isfinite(report["log_loss"])
+
+
+def test_hmm_refuses_partial_training_with_its_reason(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ValueError, match="cannot train from partial labels"),
+    ):
+        main(["--config", str(config), "--model.head.class_path=crfhead.heads.hmm.HMM"])
 
 
 def test_unknown_tags_by_corpus_option(tmp_path: Path) -> None:
