@@ -26,12 +26,20 @@ from crfhead.data.msm2013 import (
     read_msm2013_test,
     split_msm2013,
 )
+from crfhead.data.partial import ANY, convert_partial, mark_unknown, parse_cell
 from crfhead.data.paths import data_dir, data_path
-from crfhead.data.sentence import LabelVocab, ReadReport, Sentence, repair_sentences
+from crfhead.data.sentence import (
+    LabelVocab,
+    ReadReport,
+    Sentence,
+    gold_or_none,
+    repair_sentences,
+)
 from crfhead.data.subwords import DEFAULT_MAX_LENGTH, POOLINGS, SubwordAligner, SubwordBatch
 from crfhead.data.vocab import Vocab
 
 __all__ = [
+    "ANY",
     "DEFAULT_MAX_LENGTH",
     "FINANCE_ENTITY_TYPES",
     "FINANCE_LABELS",
@@ -48,6 +56,7 @@ __all__ = [
     "SubwordAligner",
     "SubwordBatch",
     "Vocab",
+    "convert_partial",
     "corpus_statistics",
     "data_dir",
     "data_path",
@@ -55,7 +64,10 @@ __all__ = [
     "generate_corpus",
     "generate_documents",
     "generate_finance_documents",
+    "gold_or_none",
     "kfold_msm2013",
+    "mark_unknown",
+    "parse_cell",
     "read_conll",
     "read_msm2013",
     "read_msm2013_test",

@@ -89,6 +89,8 @@ class FinanceCorpus(Corpus):
         profile: the generator's profile (:mod:`crfhead.data.finance.profile`): ``"default"``, or
             ``"seed"``, calibrated to the seed's statistics (most unseen tokens are ordinary words
             outside entities, not names).
+        unknown_tags: tags made "any label" (partial labels, issue 29) in every split, as
+            :class:`CoNLLCorpus` does; the metrics ignore those positions in dev and test.
 
     Raises:
         ValueError: ``seed == test_seed``; a document count below 1; an unknown profile.
@@ -102,7 +104,9 @@ class FinanceCorpus(Corpus):
         test_seed: int = 1,
         test_docs: int = 200,
         profile: str = "default",
+        unknown_tags: Sequence[str] = (),
     ) -> None:
+        self.unknown_tags = tuple(unknown_tags)
         if seed == test_seed:
             raise ValueError(f"seed and test_seed must differ (both {seed}): test on another run")
         # Counts, refused here rather than sliced: train_docs=-1 would train on all but the last
@@ -133,6 +137,8 @@ class FinanceCorpus(Corpus):
             s for d in generate_documents(self.test_seed, self.test_docs, self.profile) for s in d
         ]
         splits = {"train": flat[0], "dev": flat[1], "test": test}
+        for split in splits.values():
+            mark_unknown(split, self.unknown_tags)
         return require_sentences(
             splits,
             {

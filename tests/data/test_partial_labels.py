@@ -163,3 +163,13 @@ def test_out_scheme_converts_sets_when_reading(tmp_path: Path) -> None:
     sentences, _ = read_conll(_write(tmp_path, TEXT), out_scheme="BIOES", warn=False)
     assert sentences[0].allowed == [("B-PER", "S-ORG"), ("E-PER", "I-PER"), ANY, None]
     assert sentences[1].tags == ["S-LOC"]
+
+
+def test_finance_corpus_unknown_tags() -> None:
+    from crfhead.data.corpora import FinanceCorpus
+
+    plain = FinanceCorpus(train_docs=1, dev_docs=1, test_docs=1).load()["train"]
+    marked = FinanceCorpus(train_docs=1, dev_docs=1, test_docs=1, unknown_tags=["O"]).load()
+    n_o = sum(t == "O" for s in plain for t in s.tags or [])
+    n_any = sum(a == ANY for s in marked["train"] for a in s.allowed or [])
+    assert n_o > 0 and n_any == n_o
