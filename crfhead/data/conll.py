@@ -43,7 +43,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from crfhead.data.partial import PLACEHOLDER, convert_partial, mark_unknown, parse_cell
-from crfhead.data.sentence import ReadReport, Sentence, repair_sentences
+from crfhead.data.sentence import ANY, ReadReport, Sentence, repair_sentences
 from crfhead.data.textfile import quote, read_lines, require_file
 from crfhead.schemes import canonical_scheme
 
@@ -337,7 +337,8 @@ def write_conll(
     """Write sentences as ``token [extra columns...] tag`` lines.
 
     Args:
-        sentences: what to write (unlabelled sentences get tag ``O``).
+        sentences: what to write (unlabelled sentences get tag ``O``; partial positions their
+            ``*`` or ``|``-separated cell, so the file reads back the same).
         path: the output file (its folder is created).
         columns: names of extra columns to write between token and tag.
         docstart: write a ``-DOCSTART-`` line whenever ``doc_id`` changes.
@@ -353,6 +354,12 @@ def write_conll(
             out.append(separator.join([DOCSTART, *(["-X-"] * len(columns)), "O"]))
             out.append("")
         tags = s.tags if s.tags is not None else ["O"] * len(s)
+        # A partial position is written as the reader reads it: ``*`` or ``B-PER|B-ORG``.
+        sets = s.allowed if s.allowed is not None else [None] * len(s)
+        cells = [
+            tag if a is None else ("*" if a == ANY else "|".join(a))
+            for tag, a in zip(tags, sets, strict=True)
+        ]
         for i, token in enumerate(s.tokens):
             # What the reader would split or end the line at; other space (a no-break space) is
             # kept inside the token, as the reader keeps it.
@@ -360,7 +367,7 @@ def write_conll(
                 raise ValueError(
                     f"token {token!r} of sentence {s.id} cannot be written to a column file"
                 )
-            out.append(separator.join([token, *(s.columns[c][i] for c in columns), tags[i]]))
+            out.append(separator.join([token, *(s.columns[c][i] for c in columns), cells[i]]))
         out.append("")
     path.write_text("\n".join(out) + ("\n" if out else ""), encoding="utf-8")
 

@@ -79,6 +79,9 @@ def format_report(
         )
     if "log_loss" in metrics:
         lines.append(f"{'log-loss':<{label}}{metrics['log_loss']:.{digits}f}  nats/token")
+    ignored = round(metrics.get("ignored_tokens", 0.0))
+    if ignored:
+        lines.append(f"{ignored} tokens ignored: their gold is not a single label (partial)")
     for who in ("gold", "pred"):
         invalid = round(metrics.get(f"{who}_invalid_sentences", 0.0))
         if invalid:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from crfhead.data.sentence import Sentence
+from crfhead.data.sentence import Sentence, gold_or_none
 from crfhead.evaluation.metrics import TaggingMetrics
 from crfhead.inference.text_tagger import GroupBy, TextTagger
 
@@ -79,7 +79,7 @@ def score_sentences(
         chunks = [g for g in groups if g]
     for rows in chunks:
         chunk = [sentences[r] for r in rows]
-        gold = [list(s.tags or ()) for s in chunk]
+        gold = [gold_or_none(s) or [] for s in chunk]  # partial positions None: not scored
         if unknown:
             chunk = [dataclasses.replace(s, tags=None) for s in chunk]
         batch = tagger.collate(chunk)
