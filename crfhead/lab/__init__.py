@@ -4,7 +4,9 @@
 ``crfhead/lab/static`` on 127.0.0.1 (:mod:`crfhead.lab.server`). The page is plain HTML, CSS and
 JavaScript drawing SVG, with no build step and nothing fetched from outside the machine. Each tab reads
 its data from ``static/data/<tab>.json``; the "Your model" tab asks the server to tag a sentence with
-the model given by ``--model`` (a higher-order model also decodes several lines jointly there). The
+the model given by ``--model`` (a higher-order model also decodes several lines jointly there), and
+can pin known spans or forbid labels on a range, showing the decoding and span probabilities
+conditioned on them (``POST /api/tag`` with ``spans=``/``forbid=``). The
 server bounds what one request may ask and how long it waits for the model (``--max-chars``,
 ``--max-tokens``, ``--lock-timeout``, ...: :class:`crfhead.lab.server.Limits`).
 
