@@ -21,6 +21,13 @@ are never cut and the tags stay a valid path (:mod:`~crfhead.inference.documents
 many texts share a batch; any iterable of texts is read lazily, a batch at a time
 (:meth:`TextTagger.iter_annotate`), so a stream of any length is tagged in constant memory.
 
+What the user already knows conditions all of it: ``tag(text, spans=[(start, end, type)],
+forbid=[...])`` pins entities by character offsets and excludes labels or types
+(:mod:`~crfhead.inference.pins`); the chains are the head's restricted to those label sets, so the
+decoded path, the span probabilities (a pin's is 1.0), the marginals and the best paths are
+conditioned on them. A pin across a sentence boundary keeps those sentences one chain; no window
+seam cuts a pin.
+
 Each batch runs the encoder once (in ``dtype=``, under autocast, for bf16/fp16) and builds the
 head's chain potentials once; the decoded path, the span probabilities, the node marginals and the
 ``k`` best paths (``annotate(..., marginals=True, k=k)``, :meth:`TextTagger.trellis`) are all read
@@ -737,12 +744,15 @@ class TextTagger:
             ]
             for seam in uncuttable_seams(local, inside):
                 left, right = w[seam], w[seam + 1]
-                span = next(s for s in whole if s.start <= right.start and s.end >= left.stop - 2)
+                over = [s for s in whole if s.start <= left.stop - 1 and s.end >= right.start]
+                shown = ", ".join(
+                    f"tokens {s.start}..{s.end} ({text[toks[s.start].start : toks[s.end].end]!r})"
+                    for s in over
+                )
                 raise ValueError(
-                    f"texts[{i}]: the pinned span of tokens {span.start}..{span.end} "
-                    f"({text[toks[span.start].start : toks[span.end].end]!r}) covers the whole "
-                    f"overlap of two windows (tokens {right.start}..{left.stop - 1}), so no window "
-                    "holds it whole; raise max_length or overlap"
+                    f"texts[{i}]: the pinned span(s) {shown} cover the whole overlap of two "
+                    f"windows (tokens {right.start}..{left.stop - 1}), so no window holds them "
+                    "whole; raise max_length or overlap"
                 )
         return _Doc(i, text, toks, chains, wins, constraint)
 

@@ -298,7 +298,7 @@ def test_a_pin_covering_a_whole_overlap_is_refused(bio: TextTagger) -> None:
     wins = windows(len(toks), 8, 2)
     a, b = toks[wins[1].start - 1], toks[wins[0].stop]
     with pytest.raises(
-        ValueError, match=r"texts\[0\]: the pinned span .* covers the whole overlap"
+        ValueError, match=r"texts\[0\]: the pinned span\(s\) tokens .* cover the whole overlap"
     ):
         bio.annotate(
             [LONG], split="none", max_length=8, overlap=2, spans=[[(a.start, b.end, "ORG")]]
