@@ -30,6 +30,7 @@ __all__ = [
     "canonical_scheme",
     "convert_tags",
     "entity_types",
+    "has_valid_path",
     "is_valid",
     "labels_for",
     "repair_tags",
@@ -153,6 +154,39 @@ def allowed_transitions(labels: Sequence[str], scheme: str) -> tuple[Tensor, Ten
     else:
         end = torch.ones(K, dtype=torch.bool)
     return trans, start.reshape(K), end.reshape(K)
+
+
+def has_valid_path(sets: Sequence[Sequence[str] | None], scheme: str) -> bool:
+    """Whether some tag sequence valid in ``scheme`` takes a label of ``sets[t]`` at every ``t``.
+
+    ``sets[t]`` is the labels position ``t`` may take, ``None`` for any label (of the types the
+    sentence names, and ``O``). A reachability pass over the scheme's start, transition and end
+    rules: ``O(T K^2)`` at worst, on label strings.
+    """
+    scheme = canonical_scheme(scheme)
+    if not sets:
+        return True
+    named = [label for labels in sets if labels is not None for label in labels]
+    everything = labels_for(entity_types(named, scheme), scheme)
+    parsed = {label: split_label(label, scheme) for label in everything + named}
+    outside: tuple[str, str | None] = ("O", None)
+
+    def options(t: int) -> list[str]:
+        labels = sets[t]
+        return everything if labels is None else list(dict.fromkeys(labels))
+
+    reach = {label for label in options(0) if _allowed(outside, parsed[label], scheme)}
+    for t in range(1, len(sets)):
+        if not reach:
+            return False
+        reach = {
+            label
+            for label in options(t)
+            if any(_allowed(parsed[p], parsed[label], scheme) for p in reach)
+        }
+    if scheme in ("BIOES", "BIOUL"):
+        reach = {label for label in reach if parsed[label][0] in ("O", "E", "S")}
+    return bool(reach)
 
 
 def tags_to_spans(tags: Sequence[str], scheme: str) -> list[Span]:

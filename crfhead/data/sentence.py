@@ -17,7 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from crfhead.schemes import canonical_scheme, entity_types, labels_for, repair_tags
+from crfhead.schemes import (
+    canonical_scheme,
+    entity_types,
+    has_valid_path,
+    labels_for,
+    repair_tags,
+)
 
 __all__ = [
     "ANY",
@@ -166,7 +172,22 @@ def repair_sentences(
     for s in sentences:
         if s.is_partial:
             # Repairing around a set would guess the unknown positions: a partial sentence is kept
-            # as read (the head only ever scores valid paths through the sets).
+            # as read (the head only ever scores valid paths through the sets), and refused here,
+            # by its id, when no valid path goes through them (training would fail on its batch).
+            assert s.tags is not None and s.allowed is not None
+            sets = [
+                (t,) if a is None else (None if a == ANY else a)
+                for t, a in zip(s.tags, s.allowed, strict=True)
+            ]
+            if not has_valid_path(sets, scheme):
+                cells = " ".join(
+                    t if a is None else ("*" if a == ANY else "|".join(a))
+                    for t, a in zip(s.tags, s.allowed, strict=True)
+                )
+                raise ValueError(
+                    f"sentence {s.id or '?'}: no tag sequence valid in {scheme} goes through its "
+                    f"labels ({cells}); fix the known tags around the sets"
+                )
             report.count("partial sentences (not repaired)")
         elif s.tags is not None:
             fixed, changed = repair_tags(s.tags, scheme)

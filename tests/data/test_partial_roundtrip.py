@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 import warnings
 from pathlib import Path
 
+import pytest
+
 from crfhead.data.conll import read_conll, write_conll
 from crfhead.evaluation.report import format_report
+from crfhead.schemes import has_valid_path, is_valid, labels_for
 
 
 def test_partial_cells_round_trip_through_write_conll(tmp_path: Path) -> None:
@@ -38,3 +43,29 @@ def test_report_counts_ignored_tokens() -> None:
     text = format_report(metrics)
     assert "3 tokens ignored: their gold is not a single label" in text
     assert "ignored" not in format_report({**metrics, "ignored_tokens": 0.0})
+
+
+def test_a_partial_sentence_with_no_valid_path_is_refused_by_its_id(tmp_path: Path) -> None:
+    src = tmp_path / "bad.conll"
+    src.write_text("Hi O\n\nMara I-PER\nVoss *\n", encoding="utf-8")  # I-PER cannot open BIO
+    with pytest.raises(ValueError, match=r"sentence bad\.conll:3: no tag sequence valid in BIO"):
+        read_conll(src)
+
+
+@pytest.mark.parametrize("scheme", ["BIO", "IOB1", "BIOES", "IO"])
+def test_has_valid_path_matches_enumeration(scheme: str) -> None:
+    labels = labels_for(["PER", "LOC"], scheme)
+    rng = random.Random(scheme)
+    for _ in range(150):
+        T = rng.randint(1, 4)
+        sets: list[list[str] | None] = []
+        for _ in range(T):
+            if rng.random() < 0.2:
+                sets.append(None)
+            else:
+                sets.append(rng.sample(labels, rng.randint(1, 2)))
+        want = any(
+            is_valid(list(path), scheme)
+            for path in itertools.product(*[labels if s is None else s for s in sets])
+        )
+        assert has_valid_path(sets, scheme) == want, (sets, scheme)
