@@ -537,18 +537,22 @@ def markdown(results: dict[str, Any]) -> str:
         rows = {(r["method"], r["fraction"]): r for r in res["rows"]}
         lines += [f"## {corpus}", ""]
         lines.append(
-            "| spans removed | full | (a) unknown `*` | (b) read as `O` | (a) - (b) [95 % CI] | seeds |"
+            "| spans removed | full | (a) unknown `*` | (b) read as `O` | (a) - (b) [95 % CI] | seeds paired |"
         )
         lines.append("|---|---|---|---|---|---|")
         full = rows.get(("full", 0.0))
         fractions = sorted({f for m, f in rows if m != "full"})
 
-        def cell(row: dict[str, Any] | None) -> str:
+        most = max(len(r["seeds"]) for r in rows.values())
+
+        def cell(row: dict[str, Any] | None, most: int = most) -> str:
             if row is None:
                 return "not run"
             f1 = row["f1"]
             std = "" if f1["std"] is None else f" ± {_pct(f1['std'])}"
-            return f"{_pct(f1['mean'])}{std}"
+            # A row with fewer seeds than the others says so (a cut-short or running experiment).
+            fewer = "" if f1["n"] == most else f" (seeds {', '.join(map(str, row['seeds']))})"
+            return f"{_pct(f1['mean'])}{std}{fewer}"
 
         for fraction in fractions:
             a, b = rows.get(("unknown", fraction)), rows.get(("as_o", fraction))
@@ -558,7 +562,7 @@ def markdown(results: dict[str, Any]) -> str:
                 if diff is None
                 else f"{_pct(diff['mean'])} [{_pct(diff['interval'][0])}, {_pct(diff['interval'][1])}]"
             )
-            seeds = sorted({s for r in (a, b, full) if r for s in r["seeds"]})
+            seeds = diff["seeds"] if diff is not None else []
             lines.append(
                 f"| {100 * fraction:g} % | {cell(full)} | {cell(a)} | {cell(b)} | {d} | "
                 f"{', '.join(map(str, seeds))} |"
