@@ -23,7 +23,7 @@ from crfhead.engine.potentials import Chain
 
 __all__ = ["ABI", "CHAIN", "HELPERS", "SIGNATURES", "Entry", "bind", "ctype"]
 
-ABI = 7
+ABI = 8
 """What ``crfhead_abi_version()`` must return."""
 
 CHAIN = ("em", "trans", "start", "end", "mask", "B:i64", "T:i64", "K:i64", "per_position:int")
@@ -50,6 +50,7 @@ SIGNATURES: Mapping[str, tuple[tuple[str, ...], str]] = {
     "edge_marginals": ((*CHAIN, "logz", "node", "edge", "num_threads:int"), "void"),
     "max_sums": ((*CHAIN, "sums", "best", "num_threads:int"), "void"),
     "topk": ((*CHAIN, "R:i64", "scores", "paths", "num_threads:int"), "void"),
+    "first_non_finite": (CHAIN, "i64"),
     "sample": (
         (
             *("node", "edge", "mask", "u", "num_samples:i64"),

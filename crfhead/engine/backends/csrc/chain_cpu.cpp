@@ -1697,11 +1697,59 @@ Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const 
   return Chain<S>{em, trans, start, end, mask, B, T, K, per_position != 0};
 }
 
+// The boundary's finiteness check in one pass (crfhead.checks's contract): NaN and +inf are refused
+// at unmasked emissions and anywhere in the transitions, start and end; -inf means forbidden.
+// Returns -1 when every value (masked emissions included) is finite, -2 when nothing is refused but
+// some value is -inf or a masked emission is not finite (the caller then zeroes the padding), else
+// 4 * (flat index) + (0 emissions, 1 transitions, 2 start, 3 end) of the first refused value. The
+// scan has no early exit (it vectorises); the position is searched for only once a value is refused.
+template <typename S>
+int64_t first_non_finite(const Chain<S>& c) {
+  constexpr S inf = std::numeric_limits<S>::infinity();
+  const int64_t KK = c.per_position ? c.B * std::max<int64_t>(c.T - 1, 0) * c.K * c.K : c.K * c.K;
+  const S* parts[3] = {c.trans, c.start, c.end};
+  const int64_t sizes[3] = {KK, c.K, c.K};
+  bool refused = false, special = false;
+  for (int64_t r = 0; r < c.B * c.T; ++r) {
+    const S* x = c.em + r * c.K;
+    bool bad = false, neg = false;
+    for (int64_t k = 0; k < c.K; ++k) {
+      bad |= !(x[k] < inf);
+      neg |= x[k] == -inf;
+    }
+    if (c.mask[r]) {
+      refused |= bad;
+      special |= neg;
+    } else {
+      special |= bad | neg;
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    bool bad = false, neg = false;
+    for (int64_t j = 0; j < sizes[i]; ++j) {
+      bad |= !(parts[i][j] < inf);
+      neg |= parts[i][j] == -inf;
+    }
+    refused |= bad;
+    special |= neg;
+  }
+  if (!refused) return special ? -2 : -1;
+  for (int64_t r = 0; r < c.B * c.T; ++r) {
+    if (!c.mask[r]) continue;
+    for (int64_t k = 0; k < c.K; ++k)
+      if (!(c.em[r * c.K + k] < inf)) return 4 * (r * c.K + k);
+  }
+  for (int i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < sizes[i]; ++j)
+      if (!(parts[i][j] < inf)) return 4 * j + 1 + i;
+  return -2;  // unreachable
+}
+
 }  // namespace
 
 extern "C" {
 
-int crfhead_abi_version() { return 7; }
+int crfhead_abi_version() { return 8; }
 
 int crfhead_openmp() {
 #if defined(_OPENMP)
@@ -1775,6 +1823,11 @@ void crfhead_pool_adaptive(int on) { Pool::adaptive.store(on != 0); }
                              const uint8_t* mask, int64_t B, int64_t T, int64_t K, int per_position,        \
                              int64_t R, S* scores, int64_t* paths, int num_threads) {                       \
     topk(chain(em, trans, start, end, mask, B, T, K, per_position), R, scores, paths, num_threads);        \
+  }                                                                                                         \
+  int64_t crfhead_first_non_finite_##SUFFIX(const S* em, const S* trans, const S* start, const S* end,     \
+                                            const uint8_t* mask, int64_t B, int64_t T, int64_t K,           \
+                                            int per_position) {                                             \
+    return first_non_finite(chain(em, trans, start, end, mask, B, T, K, per_position));                   \
   }                                                                                                         \
   void crfhead_sample_##SUFFIX(const S* node, const S* edge, const uint8_t* mask, const double* u,         \
                                int64_t num_samples, int64_t B, int64_t T, int64_t K, int64_t* paths,        \
