@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -32,8 +33,27 @@ __all__ = [
     "check_tag_range",
     "check_word_ids",
     "refuse_non_finite",
+    "refuse_non_finite_chain",
+    "register_chain_check",
     "require_int",
 ]
+
+
+ChainCheck = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], int | None]
+"""``check(emissions, transitions, start, end, mask) -> code``: one fused pass over a chain's scores.
+
+``-1``: every value is finite; ``-2``: nothing refused, but some value is ``-inf`` or a masked
+emission is not finite; ``4 * flat_index + i`` (``i``: 0 emissions, 1 transitions, 2 start, 3 end):
+the first NaN or ``+inf`` refused; ``None``: the check does not take these tensors (device, dtype,
+layout), so torch's reductions check them."""
+
+_chain_check: ChainCheck | None = None
+
+
+def register_chain_check(check: ChainCheck | None) -> None:
+    """Install the fused finiteness check (the cpu kernel's ``first_non_finite``, when it loads)."""
+    global _chain_check
+    _chain_check = check
 
 
 class NonFiniteError(ValueError, FloatingPointError):
@@ -97,6 +117,30 @@ def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> bool:
             "or -inf for a forbidden event"
         )
     return False
+
+
+def refuse_non_finite_chain(
+    emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
+) -> bool:
+    """:func:`refuse_non_finite` of a chain's four score tensors (emissions where ``mask`` ``(B, T)``).
+
+    One fused native pass where the cpu kernel is loaded and takes the tensors (CPU, float32 or
+    float64, contiguous); torch's reductions otherwise. Same errors either way.
+
+    Returns:
+        whether every value (masked emissions included) is finite.
+    """
+    check = _chain_check
+    code = None if check is None else check(emissions, transitions, start, end, mask)
+    if code == -1:
+        return True
+    if code == -2:
+        return False
+    # Refused (the torch check names the value and its position) or not taken by the fused check.
+    finite = refuse_non_finite("emissions", emissions, mask)
+    for name, x in (("transitions", transitions), ("start", start), ("end", end)):
+        refuse_non_finite(name, x)
+    return finite
 
 
 def _refuse_out_of_range(ids: Tensor, mask: Tensor, size: int, what: str) -> None:

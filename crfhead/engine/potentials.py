@@ -28,7 +28,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
-from crfhead.checks import as_bool_mask, check_tag_range, refuse_non_finite
+from crfhead.checks import as_bool_mask, check_tag_range, refuse_non_finite_chain
 from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing, onnx_exporting
 
 __all__ = [
@@ -148,10 +148,7 @@ def _refuse_chain(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> bool:
     """The eager check of :func:`make_potentials`: raise on NaN or ``+inf``; whether all is finite."""
-    finite = refuse_non_finite("emissions", emissions, mask)
-    for name, x in (("transitions", transitions), ("start", start), ("end", end)):
-        refuse_non_finite(name, x)
-    return finite
+    return refuse_non_finite_chain(emissions, transitions, start, end, mask)
 
 
 @torch.library.custom_op("crfhead::refuse_non_finite", mutates_args=())

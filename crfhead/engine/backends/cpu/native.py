@@ -28,6 +28,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch import Tensor
+
+from crfhead.checks import register_chain_check
 from crfhead.engine.backends.cpu import abi
 from crfhead.threads import register_thread_setter
 
@@ -217,7 +221,35 @@ def _open(path: Path) -> tuple[ctypes.CDLL, dict[str, Any]]:
     if bound["abi_version"]() != abi.ABI:
         raise RuntimeError(f"{path} has ABI {bound['abi_version']()}, expected {abi.ABI}")
     register_thread_setter(bound["torch_threads"])
+    register_chain_check(_chain_check(bound["first_non_finite"]))
     return cdll, bound
+
+
+def _chain_check(entry: Any) -> Any:
+    """The boundary's fused finiteness check (:data:`crfhead.checks.ChainCheck`) by ``entry``.
+
+    It takes CPU tensors of one dtype, float32 or float64, contiguous, and a contiguous bool mask
+    (the shapes are checked before it runs); others are left to torch's reductions (``None``).
+    """
+    dtypes = (torch.float32, torch.float64)
+
+    def check(em: Tensor, tr: Tensor, st: Tensor, en: Tensor, mask: Tensor) -> int | None:
+        dt = em.dtype
+        if (
+            dt not in dtypes
+            or em.device.type != "cpu"
+            or tr.dtype != dt
+            or st.dtype != dt
+            or en.dtype != dt
+            or mask.dtype != torch.bool
+            or not (em.is_contiguous() and tr.is_contiguous() and mask.is_contiguous())
+            or not (st.is_contiguous() and en.is_contiguous())
+        ):
+            return None
+        code: int = entry((em, tr, st, en, mask))
+        return code
+
+    return check
 
 
 def load() -> ctypes.CDLL | None:

@@ -1702,13 +1702,41 @@ Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const 
 // Returns -1 when every value (masked emissions included) is finite, -2 when nothing is refused but
 // some value is -inf or a masked emission is not finite (the caller then zeroes the padding), else
 // 4 * (flat index) + (0 emissions, 1 transitions, 2 start, 3 end) of the first refused value. The
-// scan has no early exit (it vectorises); the position is searched for only once a value is refused.
+// first pass is an integer max over the bits (it vectorises); the masks are read, and the position
+// searched for, only when some value is not finite.
+template <typename S>
+struct Bits;
+template <>
+struct Bits<float> {
+  typedef uint32_t __attribute__((may_alias)) U;
+  static constexpr uint32_t magnitude = 0x7fffffffu, exponent = 0x7f800000u;
+};
+template <>
+struct Bits<double> {
+  typedef uint64_t __attribute__((may_alias)) U;
+  static constexpr uint64_t magnitude = 0x7fffffffffffffffull, exponent = 0x7ff0000000000000ull;
+};
+
+// Whether all n values are finite: the largest magnitude's bits below the all-ones exponent (an
+// integer max, which vectorises; a float comparison loop with NaNs in it does not).
+template <typename S>
+bool all_finite(const S* x, int64_t n) {
+  using B = Bits<S>;
+  const typename B::U* u = reinterpret_cast<const typename B::U*>(x);
+  typename std::remove_cv<typename B::U>::type top = 0;
+  for (int64_t i = 0; i < n; ++i) top = std::max<decltype(top)>(top, u[i] & B::magnitude);
+  return top < B::exponent;
+}
+
 template <typename S>
 int64_t first_non_finite(const Chain<S>& c) {
   constexpr S inf = std::numeric_limits<S>::infinity();
   const int64_t KK = c.per_position ? c.B * std::max<int64_t>(c.T - 1, 0) * c.K * c.K : c.K * c.K;
   const S* parts[3] = {c.trans, c.start, c.end};
   const int64_t sizes[3] = {KK, c.K, c.K};
+  if (all_finite(c.em, c.B * c.T * c.K) && all_finite(c.trans, KK) && all_finite(c.start, c.K) &&
+      all_finite(c.end, c.K))
+    return -1;  // the common case, one vectorised pass
   bool refused = false, special = false;
   for (int64_t r = 0; r < c.B * c.T; ++r) {
     const S* x = c.em + r * c.K;
