@@ -42,8 +42,8 @@ __all__ = [
 ChainCheck = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], int | None]
 """``check(emissions, transitions, start, end, mask) -> code``: one fused pass over a chain's scores.
 
-``-1``: every value is finite; ``-2``: nothing refused, but some value is ``-inf`` or a masked
-emission is not finite; ``4 * flat_index + i`` (``i``: 0 emissions, 1 transitions, 2 start, 3 end):
+``-1``: nothing refused, every masked emission finite; ``-2``: nothing refused, but some masked
+emission is not finite (the padding must be zeroed); ``4 * flat_index + i`` (``i``: 0 emissions, 1 transitions, 2 start, 3 end):
 the first NaN or ``+inf`` refused; ``None``: the check does not take these tensors (device, dtype,
 layout), so torch's reductions check them."""
 
@@ -128,7 +128,8 @@ def refuse_non_finite_chain(
     float64, contiguous); torch's reductions otherwise. Same errors either way.
 
     Returns:
-        whether every value (masked emissions included) is finite.
+        ``False`` where a masked emission may be non-finite (the caller zeroes the padding): the
+        fused check says exactly that; torch's says whether every value is finite.
     """
     check = _chain_check
     code = None if check is None else check(emissions, transitions, start, end, mask)

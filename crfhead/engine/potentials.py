@@ -147,7 +147,7 @@ def _check_float(name: str, x: Tensor) -> None:
 def _refuse_chain(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> bool:
-    """The eager check of :func:`make_potentials`: raise on NaN or ``+inf``; whether all is finite."""
+    """The eager check of :func:`make_potentials`: raise on NaN or ``+inf``; ``False`` if the padding may need zeroing."""
     return refuse_non_finite_chain(emissions, transitions, start, end, mask)
 
 
@@ -265,7 +265,7 @@ def constrain(scores: Tensor, allowed: Tensor) -> Tensor:
 
     The gradient to a forbidden entry is exactly 0.
     """
-    return torch.where(allowed, scores, torch.full_like(scores, IMPOSSIBLE))
+    return torch.where(allowed, scores, IMPOSSIBLE)
 
 
 def restrict(pot: ChainPotentials, allowed: Tensor) -> ChainPotentials:

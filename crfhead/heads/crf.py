@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from crfhead import engine
 from crfhead.engine.potentials import ChainPotentials, constrain, make_potentials
 from crfhead.heads.base import REDUCTIONS, ChainHead
+from crfhead.numerics import is_tracing
 
 __all__ = ["CRF", "REDUCTIONS"]
 
@@ -74,10 +76,14 @@ class CRF(ChainHead):
     ) -> tuple[Tensor, Tensor]:
         """``log Z - score(tags)`` per sequence by one fused engine call; refuses gold paths the scheme forbids."""
         pot = self.potentials(emissions, mask)
-        # A constrained head reads its scheme at the tags, so their range is checked first.
-        tags = self._check_tags(emissions, tags, pot.mask, values=self.constrained)
-        self.check_gold(pot, tags)
-        losses, _ = engine.nll(pot, tags)
+        # The range is the engine's to check (in the kernel on the cpu backend, before any work).
+        tags = self._check_tags(emissions, tags, pot.mask, values=False)
+        losses, gold = engine.nll(pot, tags)
+        # A gold path that breaks the scheme scores -inf under the constrained potentials, so the
+        # scheme is read at the tags (for the message) only where some gold score is -inf; a valid
+        # gold path that the scores forbid keeps its +inf loss.
+        if self.constrained and not is_tracing() and bool(torch.isneginf(gold).any()):
+            self.check_gold(pot, tags)
         return losses, pot.mask
 
     def sequence_losses(

@@ -1699,11 +1699,11 @@ Chain<S> chain(const S* em, const S* trans, const S* start, const S* end, const 
 
 // The boundary's finiteness check in one pass (crfhead.checks's contract): NaN and +inf are refused
 // at unmasked emissions and anywhere in the transitions, start and end; -inf means forbidden.
-// Returns -1 when every value (masked emissions included) is finite, -2 when nothing is refused but
-// some value is -inf or a masked emission is not finite (the caller then zeroes the padding), else
-// 4 * (flat index) + (0 emissions, 1 transitions, 2 start, 3 end) of the first refused value. The
-// first pass is an integer max over the bits (it vectorises); the masks are read, and the position
-// searched for, only when some value is not finite.
+// Returns -1 when nothing is refused and every masked emission is finite, -2 when nothing is refused
+// but some masked emission is not (the caller then zeroes the padding), else 4 * (flat index) +
+// (0 emissions, 1 transitions, 2 start, 3 end) of the first refused value. The first pass is an
+// integer max over the bits (it vectorises); the masks are read, and the position searched for,
+// only when some value is not finite.
 template <typename S>
 struct Bits;
 template <>
@@ -1728,6 +1728,15 @@ bool all_finite(const S* x, int64_t n) {
   return top < B::exponent;
 }
 
+// Whether no value of x[0..n) is NaN or +inf (-inf passes).
+template <typename S>
+bool all_below_inf(const S* x, int64_t n) {
+  constexpr S inf = std::numeric_limits<S>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    if (!(x[i] < inf)) return false;
+  return true;
+}
+
 template <typename S>
 int64_t first_non_finite(const Chain<S>& c) {
   constexpr S inf = std::numeric_limits<S>::infinity();
@@ -1737,31 +1746,15 @@ int64_t first_non_finite(const Chain<S>& c) {
   if (all_finite(c.em, c.B * c.T * c.K) && all_finite(c.trans, KK) && all_finite(c.start, c.K) &&
       all_finite(c.end, c.K))
     return -1;  // the common case, one vectorised pass
-  bool refused = false, special = false;
+  bool refused = false, padding = false;
   for (int64_t r = 0; r < c.B * c.T; ++r) {
-    const S* x = c.em + r * c.K;
-    bool bad = false, neg = false;
-    for (int64_t k = 0; k < c.K; ++k) {
-      bad |= !(x[k] < inf);
-      neg |= x[k] == -inf;
-    }
-    if (c.mask[r]) {
-      refused |= bad;
-      special |= neg;
-    } else {
-      special |= bad | neg;
-    }
+    if (c.mask[r])
+      refused |= !all_below_inf(c.em + r * c.K, c.K);
+    else
+      padding |= !all_finite(c.em + r * c.K, c.K);
   }
-  for (int i = 0; i < 3; ++i) {
-    bool bad = false, neg = false;
-    for (int64_t j = 0; j < sizes[i]; ++j) {
-      bad |= !(parts[i][j] < inf);
-      neg |= parts[i][j] == -inf;
-    }
-    refused |= bad;
-    special |= neg;
-  }
-  if (!refused) return special ? -2 : -1;
+  for (int i = 0; i < 3; ++i) refused |= !all_below_inf(parts[i], sizes[i]);
+  if (!refused) return padding ? -2 : -1;
   for (int64_t r = 0; r < c.B * c.T; ++r) {
     if (!c.mask[r]) continue;
     for (int64_t k = 0; k < c.K; ++k)
