@@ -79,7 +79,10 @@ def _autocast_off(
     """Run ``fn(pot, ...)`` with autocast off on the potentials' device."""
 
     def wrapped(pot: ChainPotentials, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        with no_autocast(pot.emissions.device):
+        device = pot.emissions.device
+        if not torch.is_autocast_enabled(device.type):  # the common case: no context manager
+            return fn(pot, *args, **kwargs)
+        with no_autocast(device):
             return fn(pot, *args, **kwargs)
 
     functools.update_wrapper(wrapped, fn)

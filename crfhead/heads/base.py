@@ -69,7 +69,7 @@ def reduce_loss(losses: Tensor, mask: Tensor, reduction: str) -> Tensor:
     if reduction == "sum":
         return losses.sum()
     if reduction == "mean":  # an empty batch has mean loss 0 (as pytorch-crf), still on the graph
-        return losses.sum() / max(losses.numel(), 1)
+        return losses.mean() if losses.numel() else losses.sum()
     return losses.sum() / mask.sum().clamp(min=1)
 
 

@@ -19,7 +19,8 @@ in table order, so a new library is one function and one entry. The ops and thei
 * ``sample``: 10 samples per chain. crfhead: ``CRF.sample``; torch-struct: ``.sample((10,))``.
 * ``max_marginals``: crfhead only (``CRF.max_marginals``), compared with crfhead-portable.
 
-pytorch-crf has only ``loss`` and ``decode`` ("—" elsewhere). ``crfhead`` runs the engine's backend
+pytorch-crf has only ``loss`` and ``decode`` ("—" elsewhere), as has ``crfhead-kernel``: the fused
+CPU kernel's native entry points alone (:func:`crfhead_kernel_adapter`), the floor of the eager calls. ``crfhead`` runs the engine's backend
 for the device (``--backend``, default ``auto``: the fused C++ kernel on CPU, the Triton kernels on
 CUDA); ``crfhead-portable`` the same layer on the portable PyTorch backend. crfhead and pytorch-crf
 calls other than ``loss`` run under ``torch.no_grad()``. torch-struct is in
@@ -37,7 +38,7 @@ from torch import Tensor
 
 from bench.adapter import K_BEST, NUM_SAMPLES, OPS, Adapter, loss_op, no_grad_op, on_backend
 from bench.cases import Inputs
-from bench.engine import CRF
+from bench.engine import CRF, available, native, threads_for
 from bench.struct_anchor import HAS_TORCH_STRUCT, struct_adapter
 
 try:
@@ -84,6 +85,58 @@ def crfhead_portable_adapter(inp: Inputs) -> Adapter:
     return Adapter(calls={op: on_backend("portable", fn) for op, fn in ours.calls.items()})
 
 
+def crfhead_kernel_adapter(inp: Inputs) -> Adapter:
+    """The fused CPU kernel's own time: its native entry points on preallocated outputs.
+
+    ``loss``: the forward entry (log Z, gold score and the gradient's parts) and the backward one
+    (the parts scaled by a gradient of ones); ``decode``: the Viterbi entry. The same potentials as
+    the ``crfhead`` column's layer builds (unconstrained, float32), the same thread count as the
+    backend chooses; no validation, no autograd, no allocation: the floor the ``crfhead`` column's
+    eager calls are measured against (``crfhead / kernel``). CPU only.
+    """
+    if inp.emissions.device.type != "cpu" or not available("cpu")[0]:
+        return Adapter(calls={})
+    entry = native.entries()
+    em = inp.emissions.contiguous()
+    B, T, K = em.shape
+    chain = (
+        em,
+        *(
+            inp.params[k].contiguous()
+            for k in ("transitions", "start_transitions", "end_transitions")
+        ),
+        inp.mask.contiguous(),
+    )
+    tags = torch.where(inp.mask, inp.tags, 0).long().contiguous()
+    threads = threads_for(B, T, K, dtype=em.dtype)
+    value, gold = em.new_empty(B), em.new_empty(B)
+    node, edge, first, last = (
+        em.new_empty(B, T, K),
+        em.new_empty(B, K, K),
+        em.new_empty(B, K),
+        em.new_empty(B, K),
+    )
+    ones = em.new_ones(B)
+    d_em, d_tr, d_start, d_end = (
+        em.new_empty(B, T, K),
+        em.new_empty(K, K),
+        em.new_empty(K),
+        em.new_empty(K),
+    )
+    scores, paths = em.new_empty(B), torch.empty(B, T, dtype=torch.long)
+
+    def loss() -> dict[str, Any]:
+        entry["nll_grad"](chain, tags, value, gold, node, edge, first, last, threads)
+        entry["scale_grads"](ones, node, edge, first, last, B, T, K, 0, d_em, d_tr, d_start, d_end)
+        return {}
+
+    def decode() -> dict[str, Any]:
+        entry["viterbi"](chain, scores, paths, threads)
+        return {}
+
+    return Adapter(calls={"loss": loss, "decode": no_grad_op(decode)})
+
+
 # --------------------------------------------------------------------------- pytorch-crf
 def torchcrf_module(inp: Inputs) -> torchcrf.CRF:
     crf = torchcrf.CRF(inp.emissions.shape[2], batch_first=True)
@@ -128,6 +181,7 @@ def torchcrf_float64(inp: Inputs) -> dict[str, Any]:
 ADAPTERS: dict[str, Callable[[Inputs], Adapter]] = {
     "crfhead": crfhead_adapter,
     "crfhead-portable": crfhead_portable_adapter,
+    "crfhead-kernel": crfhead_kernel_adapter,
     "pytorch-crf": torchcrf_adapter,
     "torch-struct": struct_adapter,
 }

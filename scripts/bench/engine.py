@@ -5,6 +5,7 @@ in these lines alone.
 """
 
 from crfhead import CRF
-from crfhead.engine.backends import resolve, use_backend
+from crfhead.engine.backends import available, resolve, use_backend
+from crfhead.engine.backends.cpu import native, threads_for
 
-__all__ = ["CRF", "resolve", "use_backend"]
+__all__ = ["CRF", "available", "native", "resolve", "threads_for", "use_backend"]

@@ -80,7 +80,9 @@ def header_lines(settings: Settings, elapsed_s: float) -> list[str]:
         f"({CAPPED_REPEATS} calls, marked *, when a warm-up call exceeds {timing.cap_s:g} s; "
         f"the first call alone, marked ** and without memory, when it exceeds "
         f"{timing.single_s:g} s); "
-        "ratio = anchor ms / crfhead ms (> 1: crfhead faster); "
+        "ratio = anchor ms / crfhead ms (> 1: crfhead faster); crfhead / kernel = the eager "
+        "call's time over its fused kernel's native entry points alone (preallocated, no "
+        "validation or autograd); "
         "MiB = peak extra memory of one call",
         f"† = other processes used more than {CONTENDED_CORES:g} cores on average while the cell "
         "ran: its time is not trustworthy",
@@ -136,12 +138,14 @@ def op_table(op: str, cases: list[Case], results: list[Results]) -> Table:
     head = [*CASE_HEAD]
     head += [f"{lib} ms" for lib in LIBS]
     head += [f"{a} / crfhead" for a in RATIOS]
+    head += ["crfhead / kernel"]
     head += [f"{lib} MiB" for lib in LIBS]
     rows = []
     for case, res in zip(cases, results, strict=True):
         row = case_cells(case)
         row += [fmt_ms(res[lib, op]) for lib in LIBS]
         row += [fmt_ratio(res[a, op], res["crfhead", op]) for a in RATIOS]
+        row += [fmt_ratio(res["crfhead", op], res["crfhead-kernel", op])]
         row += [fmt_mib(res[lib, op]) for lib in LIBS]
         rows.append(row)
     return head, rows

@@ -99,7 +99,7 @@ class Entry:
     """One entry point of :data:`SIGNATURES`, both dtypes; called with tensors, ints and ``None``.
 
     A chain entry takes the :data:`~crfhead.engine.potentials.Chain` first (contiguous, the mask as
-    ``uint8``), then the rest of its parameters; other tensors are passed as their data pointers (``NULL``
+    bool or ``uint8`` bytes), then the rest of its parameters; other tensors are passed as their data pointers (``NULL``
     when empty: a part not asked for). The dtype
     of the first tensor chooses ``_f32`` or ``_f64``.
     """
@@ -126,10 +126,12 @@ class Entry:
             chain: Chain = args[0]
             em, trans, start, end, mask = chain
             B, T, K = em.shape
-            head = (em.data_ptr(), trans.data_ptr(), start.data_ptr(), end.data_ptr())
-            fn = self._fn(em.dtype)
-            per_edge = int(trans.dim() == 4)
-            return fn(*head, mask.data_ptr(), B, T, K, per_edge, *map(_pointer, args[1:]))
+            fn = self._f32 if em.dtype == torch.float32 else self._fn(em.dtype)
+            return fn(
+                *(em.data_ptr(), trans.data_ptr(), start.data_ptr(), end.data_ptr()),
+                *(mask.data_ptr(), B, T, K, int(trans.dim() == 4)),
+                *[_pointer(x) for x in args[1:]],
+            )
         return self._fn(args[0].dtype)(*map(_pointer, args))
 
 

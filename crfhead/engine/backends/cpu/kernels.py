@@ -57,10 +57,28 @@ def _c(x: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def _contiguous(chain: Chain) -> Chain:
-    """The chain as the kernel reads it: contiguous, in the emissions' dtype, the mask as bytes."""
-    dtype = chain[0].dtype
-    em, trans, start, end = (_c(x, dtype) for x in chain[:4])
-    return em, trans, start, end, _c(chain[4], torch.bool).view(torch.uint8)
+    """The chain as the kernel reads it: contiguous, in the emissions' dtype, the mask bool.
+
+    The chain itself when it already is (no torch operation runs then); conversions run in a serial
+    section below 4M values (see :func:`glue`).
+    """
+    em, trans, start, end, mask = chain
+    dtype = em.dtype
+    if (
+        trans.dtype == dtype
+        and start.dtype == dtype
+        and end.dtype == dtype
+        and mask.dtype == torch.bool
+        and em.is_contiguous()
+        and trans.is_contiguous()
+        and start.is_contiguous()
+        and end.is_contiguous()
+        and mask.is_contiguous()
+    ):
+        return chain
+    with serial_torch(em.numel() < 1 << 22):
+        em, trans, start, end = (_c(x, dtype) for x in chain[:4])
+        return em, trans, start, end, _c(mask, torch.bool)
 
 
 def _threads(chain: Chain, per_sequence_work: int | None = None) -> int:
@@ -84,7 +102,9 @@ def part_shapes(
         return none, none, none, none
     edge = none
     if edges:
-        edges_per_row = torch.sym_max(T - 1, 0)  # type: ignore[no-untyped-call]
+        edges_per_row = (
+            max(T - 1, 0) if isinstance(T, int) else torch.sym_max(T - 1, 0)  # type: ignore[no-untyped-call]
+        )
         edge = (B, edges_per_row, K, K) if per_position else (B, K, K)
     return (B, T, K), edge, (B, K), (B, K)
 
@@ -110,11 +130,10 @@ def _moments(value: Tensor, parts: tuple[Tensor, ...]) -> Moments:
 def fb_parts(chain: Chain, marginals: bool, edges: bool) -> Parts5:
     """The native forward-backward: ``(log Z, node, edge, first, last)``."""
     threads = _threads(chain)
-    with serial_torch(threads == 1):
-        keep = _contiguous(chain)
-        value = torch.empty(keep[0].shape[0], dtype=keep[0].dtype)
-        parts = _parts(keep, marginals or edges, edges)
-        native.entries()["forward_backward"](keep, value, *parts, threads)
+    keep = _contiguous(chain)
+    value = torch.empty(keep[0].shape[0], dtype=keep[0].dtype)
+    parts = _parts(keep, marginals or edges, edges)
+    native.entries()["forward_backward"](keep, value, *parts, threads)
     return value, *parts
 
 
@@ -132,14 +151,13 @@ def nll_parts(chain: Chain, tags: Tensor, grads: bool, edges: bool) -> Parts6:
         ValueError: an unmasked tag outside ``[0, K)`` (checked by the kernel, before any work).
     """
     threads = _threads(chain)
-    with serial_torch(threads == 1):
-        keep = _contiguous(chain)
-        B, _, K = keep[0].shape
-        value = torch.empty(B, dtype=keep[0].dtype)
-        gold = torch.empty(B, dtype=keep[0].dtype)
-        parts = _parts(keep, grads, edges)
-        tags = _c(tags, torch.long)
-        bad = native.entries()["nll_grad"](keep, tags, value, gold, *parts, threads)
+    keep = _contiguous(chain)
+    B, _, K = keep[0].shape
+    value = torch.empty(B, dtype=keep[0].dtype)
+    gold = torch.empty(B, dtype=keep[0].dtype)
+    parts = _parts(keep, grads, edges)
+    tags = _c(tags, torch.long)
+    bad = native.entries()["nll_grad"](keep, tags, value, gold, *parts, threads)
     if bad >= 0:
         _raise_bad_tag(tags, bad, K)
     return value, gold, *parts
@@ -183,12 +201,11 @@ def marginals(chain: Chain) -> Tensor:
 def viterbi(chain: Chain) -> tuple[Tensor, Tensor]:
     """Best scores ``(B,)`` and paths ``(B, T)`` int64 (``-1`` where masked); ties to the lowest tag."""
     threads = _threads(chain)
-    with serial_torch(threads == 1):
-        keep = _contiguous(chain)
-        B, T, _ = keep[0].shape
-        scores = torch.empty(B, dtype=keep[0].dtype)  # the kernel writes every entry
-        paths = torch.empty((B, T), dtype=torch.long)
-        native.entries()["viterbi"](keep, scores, paths, threads)
+    keep = _contiguous(chain)
+    B, T, _ = keep[0].shape
+    scores = torch.empty(B, dtype=keep[0].dtype)  # the kernel writes every entry
+    paths = torch.empty((B, T), dtype=torch.long)
+    native.entries()["viterbi"](keep, scores, paths, threads)
     return scores, paths
 
 
@@ -205,14 +222,13 @@ def glue(chain: Chain) -> contextlib.AbstractContextManager[None]:
 def edge_parts(chain: Chain) -> tuple[Tensor, Tensor, Tensor]:
     """``log Z`` ``(B,)``, node ``(B, T, K)`` and per-edge marginals ``(B, T-1, K, K)``, any transitions."""
     threads = _threads(chain)
-    with serial_torch(threads == 1):
-        keep = _contiguous(chain)
-        B, T, K = keep[0].shape
-        dtype = keep[0].dtype
-        logz = torch.empty(B, dtype=dtype)
-        node = torch.empty(B, T, K, dtype=dtype)
-        edge = torch.empty(B, max(T - 1, 0), K, K, dtype=dtype)
-        native.entries()["edge_marginals"](keep, logz, node, edge, threads)
+    keep = _contiguous(chain)
+    B, T, K = keep[0].shape
+    dtype = keep[0].dtype
+    logz = torch.empty(B, dtype=dtype)
+    node = torch.empty(B, T, K, dtype=dtype)
+    edge = torch.empty(B, max(T - 1, 0), K, K, dtype=dtype)
+    native.entries()["edge_marginals"](keep, logz, node, edge, threads)
     return logz, node, edge
 
 
@@ -227,12 +243,11 @@ def max_sums(chain: Chain) -> tuple[Tensor, Tensor]:
     ``sums`` is ``-inf`` where no valid path passes or ``t`` is masked; ``best`` is 0 for an empty row.
     """
     threads = _threads(chain)
-    with serial_torch(threads == 1):
-        keep = _contiguous(chain)
-        B, T, K = keep[0].shape
-        sums = torch.empty(B, T, K, dtype=keep[0].dtype)
-        best = torch.empty(B, dtype=keep[0].dtype)
-        native.entries()["max_sums"](keep, sums, best, threads)
+    keep = _contiguous(chain)
+    B, T, K = keep[0].shape
+    sums = torch.empty(B, T, K, dtype=keep[0].dtype)
+    best = torch.empty(B, dtype=keep[0].dtype)
+    native.entries()["max_sums"](keep, sums, best, threads)
     return sums, best
 
 
