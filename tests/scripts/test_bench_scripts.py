@@ -12,8 +12,11 @@ pytest.importorskip("torchcrf")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_chain.py"
 TINY = ["--sizes", "2,5,3", "--repeats", "1", "--warmup", "1", "--skip-struct"]
-HEADER = "B  T  K  lengths  crfhead ms  crfhead-portable ms  pytorch-crf ms  torch-struct ms"
-MD_HEADER = "| B | T | K | lengths | crfhead ms | crfhead-portable ms | pytorch-crf ms |"
+HEADER = (
+    "B  T  K  lengths  crfhead ms  crfhead-portable ms  crfhead-kernel ms  pytorch-crf ms  "
+    "torch-struct ms"
+)
+MD_HEADER = "| B | T | K | lengths | crfhead ms | crfhead-portable ms | crfhead-kernel ms | pytorch-crf ms |"
 
 
 def bench(tmp_path: Path, *flags: str) -> str:
@@ -44,6 +47,15 @@ def test_markdown_report_with_memory(tmp_path: Path) -> None:
     assert "## agreement (max errors; paths: identical / total)" in out
     assert "| 2 | 5 | 3 | var |" in out
     assert "All libraries agree on every case." in out
+    # The kernel's own time: loss and decode only, each with its crfhead / kernel ratio.
+    for section in out.split("\n## ")[1:3]:  # loss, decode
+        head, _, first = section.splitlines()[2:5]
+        cells = dict(zip(head.split(" | "), first.split(" | "), strict=True))
+        assert float(cells["crfhead-kernel ms"]) > 0
+        assert float(cells["crfhead / kernel"]) > 0
+    marginals = out.split("\n## ")[3].splitlines()
+    cells = dict(zip(marginals[2].split(" | "), marginals[4].split(" | "), strict=True))
+    assert cells["crfhead-kernel ms"] == "—"
 
 
 def test_contention_report(tmp_path: Path) -> None:
