@@ -160,7 +160,8 @@ def test_fused_handles_length_zero_and_one_and_half_inputs(backend: str) -> None
     torch.testing.assert_close(loss, crf.nll(em.float(), tags))
 
 
-def test_backend_selection_rules() -> None:
+def test_backend_selection_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CRFHEAD_BACKEND", raising=False)  # the rules from ``auto`` up
     assert resolve(torch.device("cpu"), "portable") == "portable"
     with pytest.raises(ValueError, match="unknown crfhead backend 'fast'"):
         resolve(torch.device("cpu"), "fast")
