@@ -125,15 +125,7 @@ class Collator:
                     chars[i, j, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         if self.features is not None:
             templates, vocab = self.features
-            per = [
-                [[vocab.stoi.get(f, 0) for f in fs] for fs in templates(s.tokens)]
-                for s in sentences
-            ]
-            F = max((len(fs) for sent in per for fs in sent), default=1)
-            feats = torch.zeros(B, T, max(F, 1), dtype=torch.long)
-            for i, sent in enumerate(per):
-                for j, fs in enumerate(sent):
-                    feats[i, j, : len(fs)] = torch.tensor(fs, dtype=torch.long)
+            feats = templates.ids([s.tokens for s in sentences], vocab.stoi)
         allowed = None
         if self.labels is not None and all(s.tags is not None for s in sentences):
             tags = torch.full((B, T), PAD_LABEL, dtype=torch.long)

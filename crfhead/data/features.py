@@ -9,9 +9,13 @@ feature.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import torch
+from torch import Tensor
 
 from crfhead.data.sentence import Sentence
 from crfhead.data.vocab import Vocab
@@ -19,6 +23,7 @@ from crfhead.data.vocab import Vocab
 __all__ = ["TEMPLATES", "FeatureTemplates", "word_shape"]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def word_shape(word: str) -> str:
     """Collapsed word shape: ``"Kestrel"`` → ``"Xx"``, ``"Q3"`` → ``"Xd"``, ``"$12.5"`` → ``"$d.d"``."""
     shape = re.sub(r"[A-Z]", "X", word)
@@ -55,6 +60,25 @@ _OFFSETS = {
 }
 
 
+def _local_features(local: Sequence[str], word: str) -> list[str]:
+    """The features of ``word`` alone (no context), in the order of the templates ``local``."""
+    feats: list[str] = []
+    for t in local:
+        if t == "bias":
+            feats.append("bias")
+        elif t == "word":
+            feats.append(f"w={word}")
+        elif t == "lower":
+            feats.append(f"lw={word.lower()}")
+        elif t == "prefix3":
+            feats.append(f"p3={word[:3]}")
+        elif t == "suffix3":
+            feats.append(f"s3={word[-3:]}")
+        elif t == "shape":
+            feats.append(f"sh={word_shape(word)}")
+    return feats
+
+
 class FeatureTemplates:
     """Indicator feature templates for one token in context.
 
@@ -77,27 +101,52 @@ class FeatureTemplates:
         out: list[list[str]] = []
         n = len(tokens)
         offsets = sorted({d for t in self.templates for d in _OFFSETS.get(t, ())})
+        local = [t for t in self.templates if t not in _OFFSETS]
         for i, word in enumerate(tokens):
-            feats: list[str] = []
-            for t in self.templates:
-                if t == "bias":
-                    feats.append("bias")
-                elif t == "word":
-                    feats.append(f"w={word}")
-                elif t == "lower":
-                    feats.append(f"lw={word.lower()}")
-                elif t == "prefix3":
-                    feats.append(f"p3={word[:3]}")
-                elif t == "suffix3":
-                    feats.append(f"s3={word[-3:]}")
-                elif t == "shape":
-                    feats.append(f"sh={word_shape(word)}")
+            feats = _local_features(local, word)
             for d in offsets:
                 j = i + d
                 ctx = tokens[j] if 0 <= j < n else ("<s>" if j < 0 else "</s>")
                 feats.append(f"w{d:+d}={ctx}")
             out.append(feats)
         return out
+
+    def ids(self, token_lists: Sequence[Sequence[str]], stoi: Mapping[str, int]) -> Tensor:
+        """The ``(B, T, F)`` feature ids of a batch (0 = padding / unseen), as the Collator builds them.
+
+        Equal to looking up every string of :meth:`__call__` in ``stoi``, but each distinct word's
+        own features and each distinct (offset, context word) feature are looked up once per call,
+        and the tensor is built in one go. ``T`` is the longest list, ``F`` the number of features
+        per token (at least 1).
+        """
+        local = [t for t in self.templates if t not in _OFFSETS]
+        offsets = sorted({d for t in self.templates for d in _OFFSETS.get(t, ())})
+        B = len(token_lists)
+        T = max((len(x) for x in token_lists), default=0)
+        F = max(len(local) + len(offsets), 1) if T else 1  # the Collator's F of no tokens
+        own: dict[str, list[int]] = {}
+        ctx_ids: dict[tuple[int, str], int] = {}
+        flat: list[int] = []
+        pad_row = [0] * F
+        for tokens in token_lists:
+            n = len(tokens)
+            for i, word in enumerate(tokens):
+                row = own.get(word)
+                if row is None:
+                    row = own[word] = [stoi.get(f, 0) for f in _local_features(local, word)]
+                flat.extend(row)
+                for d in offsets:
+                    j = i + d
+                    ctx = tokens[j] if 0 <= j < n else ("<s>" if j < 0 else "</s>")
+                    key = (d, ctx)
+                    got = ctx_ids.get(key)
+                    if got is None:
+                        got = ctx_ids[key] = stoi.get(f"w{d:+d}={ctx}", 0)
+                    flat.append(got)
+                if not row and not offsets:
+                    flat.append(0)
+            flat.extend(pad_row * (T - n))
+        return torch.tensor(flat, dtype=torch.long).reshape(B, T, F)
 
     @property
     def lookahead(self) -> int:
