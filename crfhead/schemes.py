@@ -17,6 +17,7 @@ decoding alike. :func:`tags_to_spans` reads any sequence leniently (conlleval ru
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,6 +70,7 @@ class Span:
     end: int
 
 
+@functools.lru_cache(maxsize=256)
 def canonical_scheme(scheme: str) -> str:
     """The canonical name of ``scheme`` (case-insensitive; ``IOB2`` → ``BIO``, ``IOBES`` → ``BIOES``)."""
     key = scheme.upper()
@@ -77,6 +79,7 @@ def canonical_scheme(scheme: str) -> str:
     return _ALIASES[key]
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def split_label(label: str, scheme: str) -> tuple[str, str | None]:
     """Split a label into its role (``"O"``, ``"B"``, ``"I"``, ``"E"``, ``"S"``) and entity type.
 
