@@ -81,6 +81,7 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr int64_t kLanesPerEdgeMaxK = 12;  // see lanes_per_edge
+constexpr int64_t kLanesTopkMaxK = 64;     // see lanes_topk
 
 // The scaled recursions' constants per compute type:
 //   tiny   a normaliser below it leaves the range (the sequence falls back to log space);
@@ -365,7 +366,10 @@ struct Shared {
 template <typename S>
 struct Work {
   using V = typename Simd<S>::V;
+  using I = typename Simd<S>::I;
   std::vector<V> E, A, F, beta, nb, wv, acc, M;  // blocks of W sequences
+  std::vector<V> kv, kc;                         // k-best: states and candidate lists of a block
+  std::vector<I> kq, kb;                         // k-best: list heads and back-pointers of a block
   std::vector<S> sA, sE, sbeta, sprev, sw, sP;  // one sequence
   std::vector<double> sF, prod, la, lb, tmp;
 };
@@ -1179,6 +1183,18 @@ inline bool lanes_per_edge(int64_t K) {
   return K <= bound;
 }
 
+// Whether the k best paths run in blocks of W lanes (topk_block) rather than one sequence at a time
+// (topk_one). A lane merge costs K R (R - 1) / 2 blends per state on top of topk_one's K R compares,
+// so one sequence at a time wins again only for large k. $CRFHEAD_LANES_TOPK_MAX_K overrides the
+// bound (tests: both paths).
+inline bool lanes_topk(int64_t R) {
+  static const int64_t bound = [] {
+    const char* env = std::getenv("CRFHEAD_LANES_TOPK_MAX_K");
+    return env ? std::atoll(env) : kLanesTopkMaxK;
+  }();
+  return R <= bound;
+}
+
 // A persistent pool of passive workers whose join never waits for a worker that has not started.
 //
 // Why not an OpenMP parallel region: its closing barrier waits for every thread of the team, so when
@@ -1627,8 +1643,110 @@ void topk_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, int64
   }
 }
 
+// The merge of topk_one on W lanes at once, branch-free: the K lists c[j * R .. j * R + R) (each
+// sorted in decreasing order lane by lane, values with the transition already added) give their R
+// best values, plus `e` when Add, at dst[0 .. R) and their j * R + rank at from[0 .. R). Each rank
+// takes the largest head (strict '>' over ascending j: the lowest previous tag wins ties, and within a
+// list the lower rank comes first, as in topk_one), then the chosen list of each lane moves up one
+// entry (a blend over the entries still needed: at rank r at most R - 1 - r more are read from any
+// list, so no list is ever read past its end). q (K vectors) is scratch; c is overwritten.
+template <bool Add, typename V, typename I>
+inline void merge_lanes(V* __restrict c, I* __restrict q, int64_t K, int64_t R, V e, V* __restrict dst,
+                        I* __restrict from) {
+  for (int64_t j = 0; j < K; ++j) q[j] = I{} + static_cast<decltype(q[0][0] + 0)>(j * R);
+  for (int64_t r = 0; r < R; ++r) {
+    V bv = c[0];
+    I bq = q[0];
+    for (int64_t j = 1; j < K; ++j) {
+      const V v = c[j * R];
+      const I gt = v > bv;
+      bv = gt ? v : bv;
+      bq = gt ? q[j] : bq;
+    }
+    dst[r] = Add ? bv + e : bv;
+    from[r] = bq;
+    const int64_t keep = R - 1 - r;  // entries of a list still needed
+    if (keep == 0) break;
+    for (int64_t j = 0; j < K; ++j) {
+      const I m = q[j] == bq;  // the lanes whose pick came from list j
+      q[j] -= m;               // (m is -1 there)
+      V* cj = c + j * R;
+      for (int64_t x = 0; x < keep; ++x) cj[x] = m ? cj[x + 1] : cj[x];
+    }
+  }
+}
+
+// The R best paths of a block of W sequences, one per lane: topk_one's recursion with every step's
+// merges run by merge_lanes (the same additions in the same order, so the same scores and paths),
+// shared or per-edge transitions. A lane that has ended keeps its last state (blended) until the
+// block's longest lane is done; the back-trace is per lane.
+template <typename S>
+void topk_block(const Chain<S>& c, const Lanes<S>& L, int64_t R, Work<S>& w, S* scores,
+                int64_t* paths) {
+  using V = typename Simd<S>::V;
+  using I = typename Simd<S>::I;
+  constexpr int W = Simd<S>::W;
+  const int64_t K = c.K, T = c.T, N = L.nmax, KR = K * R;
+  const V ninf = V{} - std::numeric_limits<S>::infinity();
+  gather(c, L, w.E);
+  w.kv.assign(2 * KR, ninf);
+  w.kc.resize(KR);
+  w.kq.resize(K);
+  w.kb.resize(N * KR);
+  V* prev = w.kv.data();
+  V* cur = w.kv.data() + KR;
+  V* cand = w.kc.data();
+  for (int64_t k = 0; k < K; ++k) prev[k * R] = c.start[k] + w.E[k];
+  for (int64_t i = 1; i < N; ++i) {
+    const I active = L.active(i);
+    if (c.per_position) gather_edges(c, L, i, w.M);
+    const V* e = w.E.data() + i * K;
+    for (int64_t k = 0; k < K; ++k) {
+      if (c.per_position) {
+        for (int64_t j = 0; j < K; ++j) {
+          const V t = w.M[j * K + k];
+          for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + t;
+        }
+      } else {
+        for (int64_t j = 0; j < K; ++j) {
+          const S t = c.trans[j * K + k];
+          for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + t;
+        }
+      }
+      merge_lanes<true>(cand, w.kq.data(), K, R, e[k], cur + k * R, w.kb.data() + (i * K + k) * R);
+    }
+    for (int64_t q = 0; q < KR; ++q) cur[q] = active ? cur[q] : prev[q];
+    std::swap(prev, cur);
+  }
+  for (int64_t j = 0; j < K; ++j)
+    for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + c.end[j];
+  V* fin = cur;  // R vectors
+  std::vector<I> at(R);
+  merge_lanes<false>(cand, w.kq.data(), K, R, V{}, fin, at.data());
+  for (int l = 0; l < W; ++l) {
+    const int64_t n = L.n[l], b = L.b[l];
+    if (n == 0) continue;
+    const int64_t* pos = L.pos[l];
+    for (int64_t q = 0; q < R; ++q) {
+      const S v = fin[q][l];
+      scores[b * R + q] = v;
+      if (v == -std::numeric_limits<S>::infinity()) continue;  // fewer than q + 1 paths
+      int64_t* path = paths + (b * R + q) * T;
+      int64_t tag = static_cast<int64_t>(at[q][l]) / R, rank = static_cast<int64_t>(at[q][l]) % R;
+      for (int64_t i = n - 1; i >= 0; --i) {
+        path[pos[i]] = tag;
+        if (i == 0) break;
+        const int64_t f = static_cast<int64_t>(w.kb[(i * K + tag) * R + rank][l]);
+        tag = f / R;
+        rank = f % R;
+      }
+    }
+  }
+}
+
 template <typename S>
 void topk(const Chain<S>& c, int64_t R, S* scores, int64_t* paths, int threads) {
+  constexpr int W = Simd<S>::W;
   const Rows rows(c.mask, c.B, c.T);
   std::fill(paths, paths + c.B * R * c.T, int64_t(-1));
   for (int64_t b = 0; b < c.B; ++b)
@@ -1636,9 +1754,16 @@ void topk(const Chain<S>& c, int64_t R, S* scores, int64_t* paths, int threads) 
       scores[b * R] = S(0);
       std::fill(scores + b * R + 1, scores + (b + 1) * R, -std::numeric_limits<S>::infinity());
     }
-  run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>&) {
-    const int64_t b = rows.order[task];
-    topk_one(c, b, rows.of(b), rows.length(b), R, scores, paths);
+  if (!lanes_topk(R)) {
+    run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>&) {
+      const int64_t b = rows.order[task];
+      topk_one(c, b, rows.of(b), rows.length(b), R, scores, paths);
+    });
+    return;
+  }
+  const int64_t blocks = (static_cast<int64_t>(rows.order.size()) + W - 1) / W;
+  run_tasks<S>(blocks, threads, [&](int64_t block, Work<S>& w) {
+    topk_block(c, Lanes<S>(rows, block), R, w, scores, paths);
   });
 }
 
