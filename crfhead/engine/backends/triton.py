@@ -4,10 +4,10 @@ Runs on CUDA tensors; with ``TRITON_INTERPRET=1`` also on CPU tensors through Tr
 (slow: for the tests). ``triton`` is imported on first use. Same semantics as the other backends:
 ``-inf`` scores are forbidden and nothing is clamped; a row with no valid path has ``log Z = -inf``,
 marginals 0, Viterbi score ``-inf`` and path ``-1``. Fused (:data:`FUSED`): ``log Z`` and the loss
-(composed from the forward-backward and the gold counts), the marginals, the entropy, Viterbi and
-the max-marginals (the portable max-sums with the fused ``log Z``). No Triton kernels yet for the
-per-edge marginals, k-best and sampling: the op table runs the portable scans (same semantics) on
-the device.
+(composed from the forward-backward and the gold counts), the node and per-edge marginals, the
+entropy, Viterbi and the max-marginals (a max-sum forward-backward carrying ``log Z``), on shared or
+per-edge transitions. No Triton kernels yet for k-best and sampling: the op table runs the portable
+scans (same semantics) on the device.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ __all__ = [
     "FUSED",
     "MAX_TAGS",
     "TRACED",
+    "edge_marginals",
     "entropy",
     "glue",
     "log_partition",
@@ -86,14 +87,18 @@ def _warps(block: int) -> int:
     return 4 if block <= 32 else 8
 
 
-def forward_backward(chain: Chain, *, marginals: bool = True, edges: bool = False) -> Moments:
+def forward_backward(
+    chain: Chain, *, marginals: bool = True, edges: bool = False, per_edge: bool = False
+) -> Moments:
     """One launch: ``log Z`` ``(B,)`` and, if asked, its gradient's parts.
 
     See :class:`~crfhead.engine.scan.Moments`; no autograd history. A row with no valid path: ``log Z``
-    ``-inf``, every marginal 0; an empty row: ``log Z`` 0, marginals 0.
+    ``-inf``, every marginal 0; an empty row: ``log Z`` 0, marginals 0. ``per_edge``: the edge
+    marginals ``(B, T-1, K, K)`` per edge even for shared transitions (with ``edges``).
     """
     em, trans, start, end, mask, block = _prepare(chain)
     per_position = trans.dim() == 4
+    per_step = per_position or per_edge
     B, T, K = em.shape
     dev, dt = em.device, em.dtype
     alphas = torch.empty(B, T, K, device=dev, dtype=dt)
@@ -101,7 +106,7 @@ def forward_backward(chain: Chain, *, marginals: bool = True, edges: bool = Fals
     want_node = marginals or edges
     node = torch.zeros(B, T, K, device=dev, dtype=dt) if want_node else alphas
     if edges:
-        shape = (B, max(T - 1, 0), K, K) if per_position else (B, K, K)
+        shape = (B, max(T - 1, 0), K, K) if per_step else (B, K, K)
         edge = torch.zeros(shape, device=dev, dtype=dt)
     else:
         edge = logz
@@ -125,6 +130,7 @@ def forward_backward(chain: Chain, *, marginals: bool = True, edges: bool = Fals
             PER_POSITION=per_position,
             WANT_NODE=want_node,
             WANT_EDGE=edges,
+            EDGE_PER_STEP=per_step,
             BLOCK_K=block,
             num_warps=_warps(block),
         )
@@ -156,17 +162,46 @@ def marginals(chain: Chain) -> Tensor:
     return node
 
 
+def edge_marginals(chain: Chain) -> Tensor:
+    """Edge marginals ``(B, T-1, K, K)`` (entry ``t-1``: the edge entering ``t``), one launch.
+
+    0 where ``t`` is masked or has no unmasked predecessor, and in a row with no valid path.
+    """
+    edge = forward_backward(chain, edges=True, per_edge=True).edge
+    assert edge is not None
+    return edge
+
+
 def entropy(chain: Chain) -> Tensor:
     """The entropy ``(B,)`` from one launch's marginals (:func:`~crfhead.engine.scan.entropy_from`)."""
     return scan.entropy_from(ChainPotentials(*chain), forward_backward(chain, edges=True))
 
 
 def max_marginals(chain: Chain) -> Tensor:
-    """Max-marginals ``(B, T, K)``: the portable max-sums with one launch's ``log Z``."""
-    pot = ChainPotentials(*chain)
-    both, best = scan.max_sums(pot)
-    log_z = forward_backward(chain, marginals=False).value
-    return scan.max_marginals_from(pot, both, best, log_z)
+    """Max-marginals ``(B, T, K)`` (0 at masked positions and in rows with no valid path), one launch.
+
+    The fused max-sum forward/backward with ``log Z`` from the same forward pass.
+    """
+    em, trans, start, end, mask, block = _prepare(chain)
+    B, T, K = em.shape
+    out = torch.zeros(B, T, K, device=em.device, dtype=em.dtype)
+    delta = torch.empty(B, T, K, device=em.device, dtype=em.dtype)
+    if B > 0:
+        _kernels().max_marginals_kernel[(B,)](
+            em,
+            trans,
+            start,
+            end,
+            mask,
+            delta,
+            out,
+            T,
+            K,
+            PER_POSITION=trans.dim() == 4,
+            BLOCK_K=block,
+            num_warps=_warps(block),
+        )
+    return out
 
 
 def viterbi(chain: Chain) -> tuple[Tensor, Tensor]:
@@ -202,6 +237,7 @@ FUSED: Mapping[str, Callable[..., Any]] = {
     "log_partition": log_partition,
     "nll": nll,
     "marginals": marginals,
+    "edge_marginals": edge_marginals,
     "max_marginals": max_marginals,
     "entropy": entropy,
     "viterbi": viterbi,

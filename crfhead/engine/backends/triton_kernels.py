@@ -20,10 +20,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["forward_backward_kernel", "viterbi_kernel"]
+__all__ = ["forward_backward_kernel", "max_marginals_kernel", "viterbi_kernel"]
 
 NEG: tl.constexpr = tl.constexpr(float("-inf"))
 """Padding lanes and forbidden scores: ``exp(NEG) = 0`` and ``NEG`` never wins a max."""
+EXP_FLOOR: tl.constexpr = tl.constexpr(-87.0)
+"""``crfhead.numerics.EXP_FLOOR``: exponents below it give exactly 0."""
 
 
 @triton.jit
@@ -123,7 +125,7 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
     alpha_ptr,  # (B, T, K) scratch
     logz_ptr,  # (B,)
     node_ptr,  # (B, T, K), zero-initialised
-    edge_ptr,  # (B, K, K) or (B, T-1, K, K), zero-initialised
+    edge_ptr,  # (B, K, K) summed or (B, T-1, K, K) per edge, zero-initialised
     first_ptr,  # (B, K)
     last_ptr,  # (B, K)
     T,
@@ -131,9 +133,15 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
     PER_POSITION: tl.constexpr,
     WANT_NODE: tl.constexpr,
     WANT_EDGE: tl.constexpr,
+    EDGE_PER_STEP: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    """One sequence's forward-backward: ``log Z``, node/edge/first/last marginals as asked."""
+    """One sequence's forward-backward: ``log Z``, node/edge/first/last marginals as asked.
+
+    ``EDGE_PER_STEP``: the edge marginals are stored per edge ``(B, T-1, K, K)`` (entry ``t-1`` the
+    edge entering ``t``), whether the transitions are shared or not; otherwise they are summed over
+    the edges ``(B, K, K)`` (the gradient of shared transitions).
+    """
     b = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK_K)
     kin = offs < K
@@ -189,7 +197,7 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
                 px = tl.exp(x - xm)
                 xi = _divide(px, tl.sum(tl.sum(px, axis=1), axis=0))
                 use = on & (have_next > 0)
-                if PER_POSITION:
+                if EDGE_PER_STEP:
                     tl.store(
                         edge_ptr + ((b * (T - 1) + nxt - 1) * K) * K + rows * K + cols,
                         xi,
@@ -203,7 +211,7 @@ def forward_backward_kernel(  # type: ignore[no-untyped-def]
             have_next = have_next | on.to(tl.int32)
         tl.store(first_ptr + b * K + offs, g_first, mask=kin)
         tl.store(last_ptr + b * K + offs, g_last, mask=kin)
-        if WANT_EDGE and not PER_POSITION:
+        if WANT_EDGE and not EDGE_PER_STEP:
             tl.store(edge_ptr + b * K * K + rows * K + cols, acc, mask=tile_in)
 
 
@@ -258,5 +266,75 @@ def viterbi_kernel(  # type: ignore[no-untyped-def]
         cand = tl.load(bp_ptr + (b * T + nxt) * K + cur, mask=follow, other=0)
         cur = tl.where(follow, cand, cur)
         tl.store(path_ptr + b * T + t, cur.to(tl.int64), mask=on & found)
+        nxt = tl.where(on, t, nxt)
+        have_next = have_next | on.to(tl.int32)
+
+
+@triton.jit
+def max_marginals_kernel(  # type: ignore[no-untyped-def]
+    em_ptr,  # (B, T, K)
+    tr_ptr,  # (K, K) or (B, T-1, K, K)
+    st_ptr,  # (K,)
+    en_ptr,  # (K,)
+    mask_ptr,  # (B, T) uint8
+    delta_ptr,  # (B, T, K) scratch: the normalised max-sum forward states
+    out_ptr,  # (B, T, K), zero-initialised
+    T,
+    K,
+    PER_POSITION: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """One sequence's max-marginals ``max_{z: z_t = k} p(z | x)`` (``scan.max_marginals``).
+
+    One forward pass carries both the log-sum (for ``log Z``) and the max-sum states, a backward pass
+    the max-sum ``beta``; each position is shifted so that its best entry is ``log p(best path)``,
+    with ``best - log Z`` clamped at 0. Exponents below ``EXP_FLOOR`` give exactly 0; a row with no
+    valid path gives 0 everywhere, masked positions stay 0.
+    """
+    b = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_K)
+    kin = offs < K
+    start, end, shared = _load_ends(st_ptr, en_ptr, tr_ptr, K, PER_POSITION, BLOCK_K)
+    zero = tl.zeros([BLOCK_K], dtype=start.dtype)
+    alpha = zero + NEG
+    delta = zero + NEG
+    shift = tl.sum(zero, axis=0)
+    shift_max = tl.sum(zero, axis=0)
+    started = 0
+    for t in range(0, T):
+        on = tl.load(mask_ptr + b * T + t) != 0
+        e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin & _vec(on, BLOCK_K), other=NEG)
+        tr = _edge_tile(tr_ptr, shared, b, t, T, K, t > 0, PER_POSITION, BLOCK_K)
+        new = tl.where(started > 0, _lse_over_rows(alpha[:, None] + tr) + e, start + e)
+        top = _safe(tl.max(tl.where(kin, new, NEG), axis=0))
+        alpha = tl.where(on & kin, new - top, alpha)
+        shift += tl.where(on, top, 0.0)
+        newm = tl.where(started > 0, tl.max(delta[:, None] + tr, axis=0) + e, start + e)
+        topm = _safe(tl.max(tl.where(kin, newm, NEG), axis=0))
+        delta = tl.where(on & kin, newm - topm, delta)
+        shift_max += tl.where(on, topm, 0.0)
+        started = started | on.to(tl.int32)
+        tl.store(delta_ptr + (b * T + t) * K + offs, delta, mask=kin)
+    logz = shift + _lse(tl.where(kin, alpha + end, NEG))
+    best = shift_max + tl.max(tl.where(kin, delta + end, NEG), axis=0)
+    found = best > NEG
+    log_best = tl.where(found, tl.minimum(best - tl.where(found, logz, 0.0), 0.0), NEG)
+    nb = zero  # em[t'] + beta[t'] of the next unmasked position t'
+    nxt = 0
+    have_next = 0
+    for i in range(0, T):
+        t = T - 1 - i
+        on = tl.load(mask_ptr + b * T + t) != 0
+        d = tl.load(delta_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
+        tr = _edge_tile(tr_ptr, shared, b, nxt, T, K, have_next > 0, PER_POSITION, BLOCK_K)
+        beta = tl.where(have_next > 0, tl.max(tr + nb[None, :], axis=1), end)
+        beta = tl.where(kin, beta, NEG)
+        beta = beta - _safe(tl.max(beta, axis=0))
+        both = tl.where(kin, d + beta, NEG)
+        log_mu = both - _safe(tl.max(both, axis=0)) + log_best
+        mu = tl.where(log_mu < EXP_FLOOR, 0.0, tl.exp(tl.maximum(log_mu, EXP_FLOOR)))
+        tl.store(out_ptr + (b * T + t) * K + offs, mu, mask=kin & _vec(on, BLOCK_K))
+        e = tl.load(em_ptr + (b * T + t) * K + offs, mask=kin & _vec(on, BLOCK_K), other=NEG)
+        nb = tl.where(on, e + beta, nb)
         nxt = tl.where(on, t, nxt)
         have_next = have_next | on.to(tl.int32)
