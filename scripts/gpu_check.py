@@ -7,11 +7,14 @@ then ``bench_chain.py --device cuda``)::
 
 1. **Agreement** (exit status 1 on any mismatch, each printed): on random chains with holes, empty
    rows, forbidden (``-inf``) starts / transitions / ends / emissions, rows with no valid path, shared
-   and per-edge transitions, float32 and float64, scores ×1e-3 … ×1e4: ``log Z``, node marginals,
-   Viterbi scores and paths, the entropy, and the loss with its gradients, Triton against portable on
-   the same device.
+   and per-edge transitions, float32 and float64, scores ×1e-3 … ×1e4: every op of the table, Triton
+   against portable on the same device: ``log Z``, node, edge and max-marginals, Viterbi scores and
+   paths, the entropy, the k-best (scores, and each path scoring what it claims), the loss with its
+   gradients, and the samples (allowed paths only, reproducible from the generator, node frequencies
+   within 5 standard errors of the marginals).
 2. **Timing**: the loss (forward + backward) at (64, 128, 17), crfhead (triton) against pytorch-crf
-   when installed, median of 20 calls after warm-up, CUDA-synchronised.
+   when installed, then every op on triton against portable on the device, median of 20 calls after
+   warm-up, CUDA-synchronised.
 3. **bf16**: one training step of a transformer-CRF (a tiny random BERT, so no download) under
    ``torch.autocast(bfloat16)``: finite loss, finite gradients, the chain in float32.
 
@@ -30,7 +33,18 @@ from collections.abc import Callable
 import torch
 
 from crfhead import make_potentials
-from crfhead.engine import entropy, log_partition, marginals, nll, viterbi
+from crfhead.engine import (
+    edge_marginals,
+    entropy,
+    log_partition,
+    marginals,
+    max_marginals,
+    nll,
+    sample,
+    score,
+    topk,
+    viterbi,
+)
 from crfhead.engine.backends import available
 
 INF = math.inf
@@ -117,6 +131,8 @@ def agreement(device: str, quick: bool) -> list[str]:
                             problems += [f"{tag}: {p}" for p in _close(name, a, b, *tol)]
                     if not torch.equal(out["triton"][3].cpu(), out["portable"][3].cpu()):
                         problems.append(f"{tag}: Viterbi paths differ")
+                    if not quick or scale == 1.0:  # (the interpreter: each op takes seconds)
+                        problems += [f"{tag}: {p}" for p in _more_ops(args, device, tol)]
                     tags = out["portable"][3].clamp(min=0)
                     grads = {}
                     for backend in ("triton", "portable"):
@@ -129,6 +145,55 @@ def agreement(device: str, quick: bool) -> list[str]:
                     ):
                         if a is not None and b is not None:
                             problems += [f"{tag}: {p}" for p in _close(f"grad {i}", a, b, *tol)]
+    return problems
+
+
+def _more_ops(args: tuple[torch.Tensor, ...], device: str, tol: tuple[float, float]) -> list[str]:
+    """Edge and max-marginals, k-best and samples: triton against portable (or against the chain)."""
+    problems: list[str] = []
+    pot = make_potentials(*args)
+    for name, op in (("edge marginals", edge_marginals), ("max-marginals", max_marginals)):
+        problems += _close(name, op(pot, backend="triton"), op(pot, backend="portable"), *tol)
+    k = 4
+    got_s, got_p = topk(pot, k, backend="triton")
+    want_s, _ = topk(pot, k, backend="portable")
+    problems += _close("k-best scores", got_s, want_s, *tol)
+    B, T = args[4].shape
+    found = got_s > -INF
+    for r in range(k):
+        paths = got_p[:, r]
+        s_r = score(pot, paths.clamp(min=0))
+        problems += _close(
+            f"k-best rank {r} rescored", torch.where(found[:, r], s_r, -INF), got_s[:, r], *tol
+        )
+    gen = torch.Generator(device=device)
+    draws = sample(pot, 2000, gen.manual_seed(7), backend="triton")
+    again = sample(pot, 2000, gen.manual_seed(7), backend="triton")
+    if not torch.equal(draws, again):
+        problems.append("samples: not reproducible from the generator")
+    logz = log_partition(pot, backend="portable")
+    ok_rows = torch.isfinite(logz) & args[4].any(1)
+    if bool(((draws >= 0) != (args[4] & ok_rows[:, None])[None]).any()):
+        problems.append("samples: a tag at a masked position, or -1 at an unmasked one")
+    S = 100  # each of the first S draws scores a finite path
+    s_draws = score(
+        make_potentials(
+            *(x.repeat(S, *([1] * (x.dim() - 1))) if x.dim() in (3, 4) else x for x in args[:4]),
+            args[4].repeat(S, 1),
+        ),
+        draws[:S].reshape(-1, T).clamp(min=0),
+    ).reshape(S, B)
+    if bool((~torch.isfinite(s_draws[:, ok_rows])).any()):
+        problems.append("samples: a forbidden path")
+    if bool(ok_rows.any()) and T > 0:
+        K = args[0].shape[2]
+        freq = torch.nn.functional.one_hot(draws.clamp(min=0), K).double().mean(0)
+        mu = marginals(pot, backend="portable").double()
+        on = (args[4] & ok_rows[:, None])[..., None].expand_as(mu)
+        err = (freq - mu).abs()[on]
+        bound = (5 * (mu * (1 - mu) / 2000).sqrt() + 2e-3)[on]
+        if bool((err > bound).any()):
+            problems.append(f"samples: node frequency off its marginal by {float(err.max()):.3g}")
     return problems
 
 

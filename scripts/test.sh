@@ -51,7 +51,8 @@ THREAD_SENSITIVE=(
 CORE=(tests/engine/test_chain.py tests/heads/test_crf.py tests/heads/test_heads.py
   tests/theory/test_theory.py tests/inference)
 TRITON=(tests/engine/test_backends.py tests/engine/test_exact_scale.py tests/engine/test_fused_ops.py
-  tests/scripts/test_gpu_check.py tests/heads/test_allowed.py -k "triton or gpu_check")
+  tests/engine/test_table.py tests/scripts/test_gpu_check.py tests/heads/test_allowed.py
+  -k "triton or gpu_check")
 
 phase "pass 1, the suite on 1 thread" \
   env OMP_NUM_THREADS=1 "${PYTEST[@]}" ${full[@]+"${full[@]}"} ${rest[@]+"${rest[@]}"}

@@ -120,8 +120,10 @@ def test_topk_ties_are_distinct_paths_in_a_deterministic_order(backend: str) -> 
     for b in range(2):
         assert len({tuple(p) for p in paths[b].tolist()}) == 10
     assert torch.equal(paths, topk(pot, 10, backend=backend)[1])
-    if backend == "cpu":  # its own k-best (triton's is the portable one, torch.topk's tie order)
-        assert paths[0, 0].tolist() == [0, 0, 0, 0]  # the lowest tags first, as Viterbi
+    assert paths[0, 0].tolist() == [0, 0, 0, 0]  # the lowest tags first, as Viterbi
+    # Then each rank's lowest previous tag, then its lower rank: the same order on every kernel.
+    assert paths[0, 1].tolist() == [1, 0, 0, 0]
+    assert paths[0, 9].tolist() == [0, 0, 1, 0]
     g = torch.Generator().manual_seed(2)
     em = torch.randint(0, 2, (3, 5, 3), generator=g).double()
     tr = torch.randint(0, 2, (3, 3), generator=g).double()
@@ -135,6 +137,29 @@ def test_topk_ties_are_distinct_paths_in_a_deterministic_order(backend: str) -> 
         assert len(set(got)) == len(want)
         for p, s in zip(got, want, strict=True):
             assert row.scores[row.paths.index(list(p))] == pytest.approx(s)
+
+
+@pytest.mark.parametrize("backend", FUSED)
+@pytest.mark.parametrize(
+    ("seed", "B", "T", "K", "per_position", "k"),
+    [
+        (31, 3, 7, 64, False, 8),  # triton: the next tags in chunks, the state from its scratch
+        (32, 3, 6, 20, True, 5),  # per-edge transitions above the CPU lanes' per-edge bound
+        (33, 2, 4, 40, False, 120),  # triton: past its register bound, the portable scan
+    ],
+)
+def test_topk_matches_portable_on_wide_states(
+    backend: str, seed: int, B: int, T: int, K: int, per_position: bool, k: int
+) -> None:
+    c = constrained_chain(seed, B, T, K, per_position)
+    c.mask[0, 2] = False  # a hole
+    c.mask[-1, 1:] = False  # length 1
+    pot = make_potentials(*c.args())
+    scores, paths = topk(pot, k, backend=backend)
+    want_s, want_p = topk(pot, k, backend="portable")
+    torch.testing.assert_close(scores, want_s, rtol=1e-12, atol=1e-12)
+    assert torch.equal(paths, want_p)  # random scores: no ties, so the same paths
+    assert bool((scores[:, :-1] >= scores[:, 1:]).all())
 
 
 @pytest.mark.parametrize("backend", FUSED)

@@ -3,11 +3,13 @@
 Runs on CUDA tensors; with ``TRITON_INTERPRET=1`` also on CPU tensors through Triton's interpreter
 (slow: for the tests). ``triton`` is imported on first use. Same semantics as the other backends:
 ``-inf`` scores are forbidden and nothing is clamped; a row with no valid path has ``log Z = -inf``,
-marginals 0, Viterbi score ``-inf`` and path ``-1``. Fused (:data:`FUSED`): ``log Z`` and the loss
-(composed from the forward-backward and the gold counts), the node and per-edge marginals, the
-entropy, Viterbi and the max-marginals (a max-sum forward-backward carrying ``log Z``), on shared or
-per-edge transitions. No Triton kernels yet for k-best and sampling: the op table runs the portable
-scans (same semantics) on the device.
+marginals 0, Viterbi score ``-inf`` and path ``-1``.
+
+Fused (:data:`FUSED`): every op of the table, on shared or per-edge transitions. ``log Z`` and the loss (composed from the forward-backward and the gold counts), the
+node and per-edge marginals, the entropy, Viterbi, the max-marginals (a max-sum forward-backward
+carrying ``log Z``), the k-best (the R-max recursion, the CPU kernel's tie order) and sampling
+(one forward launch, then backward sampling from uniforms the caller's generator draws). A k-best
+whose ``k x K`` state passes :data:`TOPK_TILE` runs the portable scan on the device.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from crfhead.engine import scan
+from crfhead.engine import decode, scan
 from crfhead.engine.backends.autograd import compose_nll
 from crfhead.engine.backends.portable import glue
 from crfhead.engine.potentials import Chain, ChainPotentials
@@ -29,6 +31,7 @@ __all__ = [
     "CHECKED",
     "FUSED",
     "MAX_TAGS",
+    "TOPK_TILE",
     "TRACED",
     "edge_marginals",
     "entropy",
@@ -37,8 +40,10 @@ __all__ = [
     "marginals",
     "max_marginals",
     "nll",
+    "sample",
     "scale_grads",
     "status",
+    "topk",
     "viterbi",
 ]
 
@@ -96,6 +101,13 @@ def forward_backward(
     ``-inf``, every marginal 0; an empty row: ``log Z`` 0, marginals 0. ``per_edge``: the edge
     marginals ``(B, T-1, K, K)`` per edge even for shared transitions (with ``edges``).
     """
+    return _forward_backward(chain, marginals, edges, per_edge)[0]
+
+
+def _forward_backward(
+    chain: Chain, marginals: bool, edges: bool, per_edge: bool
+) -> tuple[Moments, Tensor]:
+    """:func:`forward_backward` and the forward states ``(B, T, K)`` (each position shifted by its max)."""
     em, trans, start, end, mask, block = _prepare(chain)
     per_position = trans.dim() == 4
     per_step = per_position or per_edge
@@ -134,13 +146,14 @@ def forward_backward(
             BLOCK_K=block,
             num_warps=_warps(block),
         )
-    return Moments(
+    moments = Moments(
         logz,
         node if want_node else None,
         edge if edges else None,
         first if want_node else None,
         last if want_node else None,
     )
+    return moments, alphas
 
 
 def log_partition(chain: Chain, *, grads: bool, edges: bool) -> tuple[Moments, Tensor]:
@@ -233,6 +246,85 @@ def viterbi(chain: Chain) -> tuple[Tensor, Tensor]:
     return scores, paths
 
 
+TOPK_TILE = 4096
+"""Largest ``R x K`` state (both rounded up to powers of two) the k-best kernel keeps in registers;
+a larger k-best runs the portable scan on the device."""
+_CANDIDATES = 8192  # the (R, K, J) candidate tile of a k-best step, J next tags at a time
+
+
+def topk(chain: Chain, k: int) -> tuple[Tensor, Tensor]:
+    """The ``k`` best paths: scores ``(B, k)`` and paths ``(B, k, T)`` (missing: ``-inf``, ``-1``).
+
+    Ties go to the lowest previous tag, then the lower rank (the CPU kernel's order).
+    """
+    em, trans, start, end, mask, block = _prepare(chain)
+    B, T, K = em.shape
+    block_r = triton_next_power_of_2(max(k, 2))
+    if block_r * block > TOPK_TILE:
+        return decode.topk(ChainPotentials(*chain), k)
+    block_j = max(2, min(block, _CANDIDATES // (block_r * block)))
+    dev, dt = em.device, em.dtype
+    scores = torch.empty(B, k, device=dev, dtype=dt)
+    paths = torch.full((B, k, T), -1, device=dev, dtype=torch.long)
+    val = torch.empty(B, T, k, K, device=dev, dtype=dt)
+    back = torch.empty(B, T, k, K, device=dev, dtype=torch.int32)
+    if B > 0:
+        _kernels().topk_kernel[(B,)](
+            em,
+            trans,
+            start,
+            end,
+            mask,
+            val,
+            back,
+            scores,
+            paths,
+            T,
+            K,
+            k,
+            PER_POSITION=trans.dim() == 4,
+            BLOCK_K=block,
+            BLOCK_R=block_r,
+            BLOCK_J=block_j,
+            num_warps=_warps(block_r * block_j),
+        )
+    return scores, paths
+
+
+def sample(chain: Chain, num_samples: int, generator: torch.Generator | None) -> Tensor:
+    """``(S, B, T)`` exact samples (``-1`` at masked positions and in rows with no valid path).
+
+    One forward launch, then backward sampling from uniforms drawn by ``generator`` on the device.
+    """
+    em, trans, _, end, mask, block = _prepare(chain)
+    B, T, K = em.shape
+    S = num_samples
+    paths = torch.full((S, B, T), -1, device=em.device, dtype=torch.long)
+    if B == 0 or T == 0:
+        return paths
+    moments, alphas = _forward_backward(chain, False, False, False)
+    u = torch.rand((S, B, T), generator=generator, device=em.device, dtype=em.dtype)
+    block_s = max(16, min(256, 4096 // block))
+    _kernels().sample_kernel[(B, (S + block_s - 1) // block_s)](
+        trans,
+        end,
+        mask,
+        alphas,
+        moments.value,
+        u,
+        paths,
+        S,
+        B,
+        T,
+        K,
+        PER_POSITION=trans.dim() == 4,
+        BLOCK_K=block,
+        BLOCK_S=block_s,
+        num_warps=_warps(block),
+    )
+    return paths
+
+
 FUSED: Mapping[str, Callable[..., Any]] = {
     "log_partition": log_partition,
     "nll": nll,
@@ -241,6 +333,8 @@ FUSED: Mapping[str, Callable[..., Any]] = {
     "max_marginals": max_marginals,
     "entropy": entropy,
     "viterbi": viterbi,
+    "topk": topk,
+    "sample": sample,
 }
 """The ops of :mod:`crfhead.engine.table` this backend fuses; the others run portable."""
 TRACED: Mapping[str, Callable[..., Any]] = {}

@@ -20,7 +20,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["forward_backward_kernel", "max_marginals_kernel", "viterbi_kernel"]
+__all__ = [
+    "forward_backward_kernel",
+    "max_marginals_kernel",
+    "sample_kernel",
+    "topk_kernel",
+    "viterbi_kernel",
+]
 
 NEG: tl.constexpr = tl.constexpr(float("-inf"))
 """Padding lanes and forbidden scores: ``exp(NEG) = 0`` and ``NEG`` never wins a max."""
@@ -38,6 +44,12 @@ def _vec(flag, BLOCK_K: tl.constexpr):  # type: ignore[no-untyped-def]
 def _tile(flag, BLOCK_K: tl.constexpr):  # type: ignore[no-untyped-def]
     """A scalar flag broadcast to a ``(BLOCK_K, BLOCK_K)`` bool tile."""
     return (tl.zeros([BLOCK_K, BLOCK_K], dtype=tl.int32) + flag) > 0
+
+
+@triton.jit
+def _block(flag, M: tl.constexpr, N: tl.constexpr):  # type: ignore[no-untyped-def]
+    """A scalar flag broadcast to an ``(M, N)`` bool tile."""
+    return (tl.zeros([M, N], dtype=tl.int32) + flag) > 0
 
 
 @triton.jit
@@ -338,3 +350,175 @@ def max_marginals_kernel(  # type: ignore[no-untyped-def]
         nb = tl.where(on, e + beta, nb)
         nxt = tl.where(on, t, nxt)
         have_next = have_next | on.to(tl.int32)
+
+
+@triton.jit
+def topk_kernel(  # type: ignore[no-untyped-def]
+    em_ptr,  # (B, T, K)
+    tr_ptr,  # (K, K) or (B, T-1, K, K)
+    st_ptr,  # (K,)
+    en_ptr,  # (K,)
+    mask_ptr,  # (B, T) uint8
+    val_ptr,  # (B, T, R, K) scratch: the R best prefix scores of each tag
+    bp_ptr,  # (B, T, R, K) int32 scratch: previous tag * BLOCK_R + previous rank
+    score_ptr,  # (B, R)
+    path_ptr,  # (B, R, T) int64, -1-initialised
+    T,
+    K,
+    R,
+    PER_POSITION: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_J: tl.constexpr,
+):
+    """One sequence's ``R`` best paths, best first: the R-max recursion with back-pointers.
+
+    The state is the ``(R, K)`` tile of each tag's ``R`` best prefix scores, in decreasing order. A step
+    takes the next tags ``BLOCK_J`` at a time: the ``(R, K, BLOCK_J)`` candidates ``val[r, p] +
+    tr[p, j]`` give up their best ``R`` one by one, ties to the lowest previous tag ``p``, then the
+    lower rank (the order of the CPU kernel's merge), and the emission is added after. Ranks no path
+    fills score ``-inf`` and keep their all ``-1`` path; an empty row scores 0 at rank 0.
+    """
+    b = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_K)
+    kin = offs < K
+    ranks = tl.arange(0, BLOCK_R)
+    rin = ranks < R
+    jj = tl.arange(0, BLOCK_J)
+    rows = offs[:, None]
+    end = tl.load(en_ptr + offs, mask=kin, other=NEG)
+    val = tl.zeros([BLOCK_R, BLOCK_K], dtype=end.dtype) + NEG
+    flat = offs[None, :] * BLOCK_R + ranks[:, None]  # (R, K): the tie order
+    flat3 = flat[:, :, None]
+    BIG: tl.constexpr = BLOCK_K * BLOCK_R
+    first_rank = ranks[:, None] == 0
+    started = 0
+    for t in range(0, T):
+        on = tl.load(mask_ptr + b * T + t) != 0
+        if on:
+            row = (b * T + t) * R + ranks[:, None]
+            for j0 in range(0, K, BLOCK_J):
+                cj = j0 + jj
+                jin = cj < K
+                if PER_POSITION:
+                    trc = tl.load(
+                        tr_ptr + ((b * (T - 1) + t - 1) * K) * K + rows * K + cj[None, :],
+                        mask=(rows < K) & jin[None, :] & _block(t > 0, BLOCK_K, BLOCK_J),
+                        other=NEG,
+                    )
+                else:
+                    trc = tl.load(
+                        tr_ptr + rows * K + cj[None, :], mask=(rows < K) & jin[None, :], other=NEG
+                    )
+                e = tl.load(em_ptr + (b * T + t) * K + cj, mask=jin, other=NEG)
+                x = val[:, :, None] + trc[None, :, :]  # (R, K, J)
+                new = tl.zeros([BLOCK_R, BLOCK_J], dtype=end.dtype) + NEG
+                ptr = tl.zeros([BLOCK_R, BLOCK_J], dtype=tl.int32)
+                for q in range(0, R):
+                    m = tl.max(tl.max(x, axis=0), axis=0)  # (J,)
+                    idx = tl.min(
+                        tl.min(tl.where(x == m[None, None, :], flat3, BIG), axis=0), axis=0
+                    )
+                    new = tl.where(ranks[:, None] == q, m[None, :], new)
+                    ptr = tl.where(ranks[:, None] == q, idx[None, :], ptr)
+                    x = tl.where(flat3 == idx[None, None, :], NEG, x)
+                s = tl.load(st_ptr + cj, mask=jin, other=NEG)
+                init = tl.where(first_rank, (s + e)[None, :], NEG)
+                new = tl.where(started > 0, new + e[None, :], init)
+                put = rin[:, None] & jin[None, :]
+                tl.store(val_ptr + row * K + cj[None, :], new, mask=put)
+                tl.store(bp_ptr + row * K + cj[None, :], ptr.to(tl.int32), mask=put)
+            tl.debug_barrier()  # the chunks' stores are seen by every thread of the program
+            val = tl.load(
+                val_ptr + row * K + offs[None, :], mask=rin[:, None] & kin[None, :], other=NEG
+            )
+            started = 1
+    fin = tl.where(rin[:, None] & kin[None, :], val + end[None, :], NEG)
+    tag = tl.zeros([BLOCK_R], dtype=tl.int32)
+    rank = tl.zeros([BLOCK_R], dtype=tl.int32)
+    found = ranks < 0
+    for q in range(0, R):
+        m = tl.max(tl.max(fin, axis=1), axis=0)
+        idx = tl.min(tl.min(tl.where(fin == m, flat, BIG), axis=1), axis=0)
+        score = tl.where(started > 0, m, tl.where(q == 0, 0.0, NEG))
+        tl.store(score_ptr + b * R + q, score)
+        here = ranks == q
+        tag = tl.where(here, idx // BLOCK_R, tag)
+        rank = tl.where(here, idx % BLOCK_R, rank)
+        found = found | (here & _vec(score > NEG, BLOCK_R))
+        fin = tl.where(flat == idx, NEG, fin)
+    live = found & rin
+    nxt = 0
+    have_next = 0
+    for i in range(0, T):
+        t = T - 1 - i
+        on = tl.load(mask_ptr + b * T + t) != 0
+        follow = live & _vec(on & (have_next > 0), BLOCK_R)
+        f = tl.load(bp_ptr + ((b * T + nxt) * R + rank) * K + tag, mask=follow, other=0)
+        tag = tl.where(follow, f // BLOCK_R, tag)
+        rank = tl.where(follow, f % BLOCK_R, rank)
+        tl.store(
+            path_ptr + (b * R + ranks) * T + t, tag.to(tl.int64), mask=live & _vec(on, BLOCK_R)
+        )
+        nxt = tl.where(on, t, nxt)
+        have_next = have_next | on.to(tl.int32)
+
+
+@triton.jit
+def sample_kernel(  # type: ignore[no-untyped-def]
+    tr_ptr,  # (K, K) or (B, T-1, K, K)
+    en_ptr,  # (K,)
+    mask_ptr,  # (B, T) uint8
+    alpha_ptr,  # (B, T, K): the forward states (carried over masked positions), each shifted
+    logz_ptr,  # (B,)
+    u_ptr,  # (S, B, T) uniforms in [0, 1)
+    path_ptr,  # (S, B, T) int64, -1-initialised
+    S,
+    B,
+    T,
+    K,
+    PER_POSITION: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+):
+    """``BLOCK_S`` exact samples of one sequence by backward sampling (program ``(b, block of s)``).
+
+    The last unmasked tag is drawn from ``alpha_T + end``, each earlier one from ``alpha_t(i) +
+    tr[i, z_next]``, by inverting the cumulative sum at the uniform: the first tag whose cumulative
+    probability exceeds ``u * total``, never a tag of probability 0. A row with no valid path keeps
+    its all ``-1`` paths.
+    """
+    b = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1).to(tl.int64) * BLOCK_S + tl.arange(0, BLOCK_S)
+    sin = s < S
+    offs = tl.arange(0, BLOCK_K)
+    kin = offs < K
+    found = tl.load(logz_ptr + b) > NEG
+    end = tl.load(en_ptr + offs, mask=kin, other=NEG)
+    z = tl.zeros([BLOCK_S], dtype=tl.int64)
+    nxt = 0
+    have_next = 0
+    for i in range(0, T):
+        t = T - 1 - i
+        on = tl.load(mask_ptr + b * T + t) != 0
+        if on & found:
+            a = tl.load(alpha_ptr + (b * T + t) * K + offs, mask=kin, other=NEG)
+            if have_next > 0:
+                into = z[:, None] + offs[None, :] * K  # tr[i, z]: (S, K)
+                if PER_POSITION:
+                    into += (b * (T - 1) + nxt - 1) * K * K
+                tr = tl.load(tr_ptr + into, mask=sin[:, None] & kin[None, :], other=NEG)
+                logits = a[None, :] + tr
+            else:
+                logits = tl.zeros([BLOCK_S, BLOCK_K], dtype=a.dtype) + (a + end)[None, :]
+            logits = tl.where(kin[None, :], logits, NEG)
+            top = _safe(tl.max(logits, axis=1))
+            p = tl.exp(logits - top[:, None])
+            cdf = tl.cumsum(p, axis=1)
+            u = tl.load(u_ptr + (s * B + b) * T + t, mask=sin, other=0.0)
+            below = tl.sum((cdf <= (u * tl.max(cdf, axis=1))[:, None]).to(tl.int64), axis=1)
+            last = tl.max(tl.where(p > 0.0, offs[None, :], 0), axis=1).to(tl.int64)
+            z = tl.minimum(below, last)
+            tl.store(path_ptr + (s * B + b) * T + t, z, mask=sin)
+            nxt = t
+            have_next = 1
