@@ -139,18 +139,54 @@ class _Cases:
         self.clamp_offset: list[int] = []
         self.clamp_set: list[int] = []
 
-    def add(self, row: int, span: int, clamps: Sequence[_Clamp]) -> None:
-        """One case of span ``span``: ``clamps`` are ``(word, tag set)`` over consecutive words."""
-        first = min(word for word, _ in clamps)
-        case = len(self.row)
-        for word, v in clamps:
-            self.clamp_case.append(case)
-            self.clamp_offset.append(word - first)
-            self.clamp_set.append(v)
+    def add(self, row: int, span: int, first: int, case: _Case) -> None:
+        """One case of span ``span`` whose first clamped word is ``first``."""
+        length, offsets, sets = case
+        self.clamp_case.extend([len(self.row)] * len(offsets))
+        self.clamp_offset.extend(offsets)
+        self.clamp_set.extend(sets)
         self.row.append(row)
         self.span.append(span)
         self.first.append(first)
-        self.length.append(max(word for word, _ in clamps) - first)
+        self.length.append(length)
+
+
+_Case = tuple[int, tuple[int, ...], tuple[int, ...]]
+"""A case's clamps relative to its first clamped word: last word less first, offsets, tag-set ids."""
+
+
+def _relative(clamps: Sequence[_Clamp]) -> tuple[int, _Case]:
+    """A case's first clamped word and its clamps relative to it."""
+    first = min(word for word, _ in clamps)
+    return first, (
+        max(word for word, _ in clamps) - first,
+        tuple(word - first for word, _ in clamps),
+        tuple(v for _, v in clamps),
+    )
+
+
+def _cases_of(
+    span: Span,
+    n: int,
+    sets: _TagSets,
+    memo: dict[tuple[str, int, bool, bool], list[tuple[int, _Case]]],
+) -> list[tuple[int, _Case]]:
+    """:func:`_span_cases` as ``(first clamped word, relative case)`` pairs, memoised.
+
+    The cases depend on the span's position only through its type, its length and whether a word
+    precedes and follows it, so they are built once per such shape (with the span at word 0 or 1 of a
+    row just long enough) and shifted.
+    """
+    before, after = span.start > 0, span.end < n - 1
+    key = (span.label, span.end - span.start, before, after)
+    shape = memo.get(key)
+    if shape is None:
+        s0 = int(before)
+        e0 = s0 + span.end - span.start
+        at = Span(span.label, s0, e0)
+        shape = memo[key] = [_relative(c) for c in _span_cases(at, range(e0 + 1 + after), sets)]
+    shift = span.start - int(before)
+    return [(first + shift, case) for first, case in shape]
 
 
 def _window_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor:
@@ -242,6 +278,7 @@ def _probabilities(
     lengths = pot.mask.sum(1).tolist()
     sets = _TagSets(parsed)
     cases = _Cases()
+    memo: dict[tuple[str, int, bool, bool], list[tuple[int, _Case]]] = {}
     num_spans = 0
     for b, row_spans in enumerate(spans):
         n = lengths[b]
@@ -256,8 +293,8 @@ def _probabilities(
                     f"span {span!r} of sequence {b} is out of range: positions are word indices "
                     f"0..{n - 1} into the {n} unmasked positions, with start <= end"
                 )
-            for clamps in _span_cases(span, range(n), sets):
-                cases.add(b, num_spans, clamps)
+            for first, case in _cases_of(span, n, sets, memo):
+                cases.add(b, num_spans, first, case)
             num_spans += 1
     if num_spans == 0:
         return [[] for _ in spans]
