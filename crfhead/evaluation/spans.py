@@ -51,6 +51,7 @@ is several times faster than the forward-backward's Python steps.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -80,6 +81,8 @@ _NOT_OPENING = frozenset("IE")  # roles allowed at the last of several span posi
 _INSIDE = frozenset("I")  # roles allowed strictly inside the span
 
 _Clamp = tuple[int, int]  # (time index, id of a tag-set vector)
+_Case = tuple[int, tuple[int, ...], tuple[int, ...]]
+"""A case's clamps relative to its first clamped word: last word less first, offsets, tag-set ids."""
 
 
 class _TagSets:
@@ -90,6 +93,8 @@ class _TagSets:
         self.vectors: list[list[bool]] = []
         self.nonempty: list[bool] = []
         self._ids: dict[tuple[str, frozenset[str], bool], int] = {}
+        self.shapes: dict[tuple[str, int, bool, bool], list[tuple[int, _Case]]] = {}
+        """:func:`_cases_of`'s memo."""
 
     def get(self, typ: str, roles: frozenset[str], complement: bool = False) -> int:
         """Id of the vector of tags ``<role>-typ`` with ``role`` in ``roles`` (or of all other tags)."""
@@ -100,6 +105,12 @@ class _TagSets:
             self.vectors.append(vec)
             self.nonempty.append(any(vec))
         return self._ids[key]
+
+
+@functools.lru_cache(maxsize=32)
+def _tag_sets(parsed: tuple[tuple[str, str | None], ...]) -> _TagSets:
+    """The interned tag sets of a label list, kept across calls (tagging reuses one label list)."""
+    return _TagSets(parsed)
 
 
 def _span_cases(span: Span, times: Sequence[int], sets: _TagSets) -> list[list[_Clamp]]:
@@ -151,10 +162,6 @@ class _Cases:
         self.length.append(length)
 
 
-_Case = tuple[int, tuple[int, ...], tuple[int, ...]]
-"""A case's clamps relative to its first clamped word: last word less first, offsets, tag-set ids."""
-
-
 def _relative(clamps: Sequence[_Clamp]) -> tuple[int, _Case]:
     """A case's first clamped word and its clamps relative to it."""
     first = min(word for word, _ in clamps)
@@ -165,12 +172,7 @@ def _relative(clamps: Sequence[_Clamp]) -> tuple[int, _Case]:
     )
 
 
-def _cases_of(
-    span: Span,
-    n: int,
-    sets: _TagSets,
-    memo: dict[tuple[str, int, bool, bool], list[tuple[int, _Case]]],
-) -> list[tuple[int, _Case]]:
+def _cases_of(span: Span, n: int, sets: _TagSets) -> list[tuple[int, _Case]]:
     """:func:`_span_cases` as ``(first clamped word, relative case)`` pairs, memoised.
 
     The cases depend on the span's position only through its type, its length and whether a word
@@ -179,12 +181,14 @@ def _cases_of(
     """
     before, after = span.start > 0, span.end < n - 1
     key = (span.label, span.end - span.start, before, after)
-    shape = memo.get(key)
+    shape = sets.shapes.get(key)
     if shape is None:
         s0 = int(before)
         e0 = s0 + span.end - span.start
         at = Span(span.label, s0, e0)
-        shape = memo[key] = [_relative(c) for c in _span_cases(at, range(e0 + 1 + after), sets)]
+        shape = sets.shapes[key] = [
+            _relative(c) for c in _span_cases(at, range(e0 + 1 + after), sets)
+        ]
     shift = span.start - int(before)
     return [(first + shift, case) for first, case in shape]
 
@@ -276,9 +280,8 @@ def _probabilities(
         raise ValueError(f"got span lists for {len(spans)} sequences, but the batch has {B}")
     types = {typ for _, typ in parsed if typ is not None}
     lengths = pot.mask.sum(1).tolist()
-    sets = _TagSets(parsed)
+    sets = _tag_sets(tuple(parsed))
     cases = _Cases()
-    memo: dict[tuple[str, int, bool, bool], list[tuple[int, _Case]]] = {}
     num_spans = 0
     for b, row_spans in enumerate(spans):
         n = lengths[b]
@@ -293,7 +296,7 @@ def _probabilities(
                     f"span {span!r} of sequence {b} is out of range: positions are word indices "
                     f"0..{n - 1} into the {n} unmasked positions, with start <= end"
                 )
-            for first, case in _cases_of(span, n, sets, memo):
+            for first, case in _cases_of(span, n, sets):
                 cases.add(b, num_spans, first, case)
             num_spans += 1
     if num_spans == 0:
