@@ -123,30 +123,40 @@ class FeatureTemplates:
         offsets = sorted({d for t in self.templates for d in _OFFSETS.get(t, ())})
         B = len(token_lists)
         T = max((len(x) for x in token_lists), default=0)
-        F = max(len(local) + len(offsets), 1) if T else 1  # the Collator's F of no tokens
-        own: dict[str, list[int]] = {}
-        ctx_ids: dict[tuple[int, str], int] = {}
-        flat: list[int] = []
-        pad_row = [0] * F
+        if T == 0 or not (local or offsets):
+            return torch.zeros(B, T, 1, dtype=torch.long)  # the Collator's F of no features
+        # Each token's distinct-word index; U and U + 1 stand for <s> and </s>, U + 2 for padding.
+        index: dict[str, int] = {}
+        words: list[int] = []
         for tokens in token_lists:
-            n = len(tokens)
-            for i, word in enumerate(tokens):
-                row = own.get(word)
-                if row is None:
-                    row = own[word] = [stoi.get(f, 0) for f in _local_features(local, word)]
-                flat.extend(row)
-                for d in offsets:
-                    j = i + d
-                    ctx = tokens[j] if 0 <= j < n else ("<s>" if j < 0 else "</s>")
-                    key = (d, ctx)
-                    got = ctx_ids.get(key)
-                    if got is None:
-                        got = ctx_ids[key] = stoi.get(f"w{d:+d}={ctx}", 0)
-                    flat.append(got)
-                if not row and not offsets:
-                    flat.append(0)
-            flat.extend(pad_row * (T - n))
-        return torch.tensor(flat, dtype=torch.long).reshape(B, T, F)
+            words.extend([index.setdefault(w, len(index)) for w in tokens])
+            words.extend([-1] * (T - len(tokens)))
+        U = len(index)
+        vocab = list(index)
+        W = torch.tensor(words, dtype=torch.long).reshape(B, T)
+        lengths = torch.tensor([len(x) for x in token_lists])
+        valid = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
+        W = torch.where(valid, W, U + 2)
+        parts: list[Tensor] = []
+        if local:
+            own = [[stoi.get(f, 0) for f in _local_features(local, w)] for w in vocab]
+            own += [[0] * len(local)] * 3  # <s>, </s>, padding: no features of their own
+            parts.append(torch.tensor(own, dtype=torch.long)[W])  # (B, T, L)
+        if offsets:
+            ctx = torch.tensor(
+                [[stoi.get(f"w{d:+d}={w}", 0) for d in offsets] for w in (*vocab, "<s>", "</s>")]
+                + [[0] * len(offsets)],
+                dtype=torch.long,
+            )  # (U + 3, D)
+            steps = torch.arange(T)
+            for c, d in enumerate(offsets):
+                j = steps + d
+                seen = W[:, j.clamp(0, T - 1)]
+                seen = torch.where(j[None, :] < 0, U, seen)
+                seen = torch.where(j[None, :] >= lengths[:, None], U + 1, seen)
+                seen = torch.where(valid, seen, U + 2)
+                parts.append(ctx[seen, c].unsqueeze(2))
+        return torch.cat(parts, dim=2)
 
     @property
     def lookahead(self) -> int:
