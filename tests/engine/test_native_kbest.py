@@ -1,9 +1,9 @@
-"""The native k-best in blocks of SIMD lanes (``topk_block``) against the kernel's one-sequence path
-(``topk_one``, forced in a subprocess by ``CRFHEAD_LANES_TOPK_MAX_K=0``: the same scores and paths,
-bit for bit), against the portable scan at sizes enumeration cannot reach, and past the lane bound
-(k > 64, one sequence at a time in process). Holes, empty rows, forbidden transitions, per-edge
-transitions, K above the per-edge lane bound, batches that are not a multiple of the lane width,
-float32 and float64."""
+"""The native k-best's three paths against each other, bit for bit: blocks of SIMD lanes
+(``topk_block``), the lazy enumeration (``topk_lazy``) and the one-sequence merge (``topk_one``, the
+plainest), each forced in a subprocess by ``CRFHEAD_TOPK_PATH``; the default choice in process; and
+against the portable scan at sizes enumeration cannot reach. Holes, empty rows, forbidden
+transitions, per-edge transitions, K above the per-edge lane bound, batches that are not a multiple
+of the lane width, ties (integer scores), k above the number of paths, float32 and float64."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from crfhead.engine import topk
 from crfhead.engine.backends import available
 
 pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="no native cpu kernel here")
+
+PATHS = ("one", "lanes", "lazy")
 
 _ONE_AT_A_TIME = """
 import sys, torch
@@ -42,39 +44,52 @@ def _cases() -> list[tuple[Chain, int]]:
             (3, 0, 3, False, 2),
             (9, 12, 17, True, 3),  # per-edge above kLanesPerEdgeMaxK
             (17, 15, 20, False, 6),
-            (6, 30, 9, False, 64),  # at the lane bound
+            (6, 30, 9, False, 64),
+            (3, 6, 3, False, 800),  # more ranks than paths (729)
+            (5, 10, 17, False, 20),  # the default's lazy side (K, k >= 16)
+            (4, 8, 16, True, 16),
         ]
     ):
         for dtype in (torch.float64, torch.float32):
             c = random_chain(seed, B, T, K, per_position=pe, dtype=dtype)
             if B > 2 and T > 0:
                 c.mask[1] = False  # an empty row
+            if T > 4:
+                c.mask[0, 3] = False  # a hole
             out.append((c, k))
         out.append((constrained_chain(seed, B, T, K, pe), k))
+        g = torch.Generator().manual_seed(seed)  # ties everywhere
+        ties = random_chain(seed, B, T, K, per_position=pe)
+        ties.emissions = torch.randint(0, 2, (B, T, K), generator=g).double()
+        ties.transitions = torch.randint(0, 2, ties.transitions.shape, generator=g).double()
+        ties.start, ties.end = torch.zeros(K, dtype=torch.float64), torch.zeros(K, dtype=torch.float64)
+        out.append((ties, k))
     return out
 
 
-def test_lane_blocks_equal_one_sequence_at_a_time_bit_for_bit(tmp_path: Path) -> None:
-    cases = _cases()
-    torch.save([(c.args(), k) for c, k in cases], tmp_path / "cases.pt")
-    env = {**os.environ, "CRFHEAD_LANES_TOPK_MAX_K": "0"}
+def _forced(path: str, tmp_path: Path) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    out = tmp_path / f"{path}.pt"
     subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _ONE_AT_A_TIME,
-            str(tmp_path / "cases.pt"),
-            str(tmp_path / "out.pt"),
-        ],
-        env=env,
+        [sys.executable, "-c", _ONE_AT_A_TIME, str(tmp_path / "cases.pt"), str(out)],
+        env={**os.environ, "CRFHEAD_TOPK_PATH": path},
         check=True,
     )
-    want = torch.load(tmp_path / "out.pt")
-    for (c, k), (want_s, want_p) in zip(cases, want, strict=True):
-        got_s, got_p = topk(make_potentials(*c.args()), k, backend="cpu")
-        assert got_s.dtype == want_s.dtype
-        assert torch.equal(got_s, want_s), (tuple(c.emissions.shape), k)
-        assert torch.equal(got_p, want_p), (tuple(c.emissions.shape), k)
+    result: list[tuple[torch.Tensor, torch.Tensor]] = torch.load(out)
+    return result
+
+
+def test_the_three_paths_and_the_default_agree_bit_for_bit(tmp_path: Path) -> None:
+    cases = _cases()
+    torch.save([(c.args(), k) for c, k in cases], tmp_path / "cases.pt")
+    want = _forced("one", tmp_path)
+    runs = {path: _forced(path, tmp_path) for path in PATHS[1:]}
+    runs["default"] = [topk(make_potentials(*c.args()), k, backend="cpu") for c, k in cases]
+    for name, got in runs.items():
+        for (c, k), (want_s, want_p), (got_s, got_p) in zip(cases, want, got, strict=True):
+            where = (name, tuple(c.emissions.shape), k)
+            assert got_s.dtype == want_s.dtype, where
+            assert torch.equal(got_s, want_s), where
+            assert torch.equal(got_p, want_p), where
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -89,11 +104,12 @@ def test_lane_blocks_match_the_portable_scan(dtype: torch.dtype, per_position: b
     assert torch.equal(got_p, want_p)  # random scores: no ties among the 5 best
 
 
-def test_past_the_lane_bound_one_sequence_at_a_time_matches_portable() -> None:
-    c = random_chain(3, 5, 8, 3, dtype=torch.float64)
+@pytest.mark.parametrize(("K", "k"), [(3, 70), (17, 20)])  # the lanes at large k; the lazy path
+def test_large_k_matches_portable(K: int, k: int) -> None:
+    c = random_chain(3, 5, 8, K, dtype=torch.float64)
     pot = make_potentials(*c.args())
-    got_s, got_p = topk(pot, 70, backend="cpu")
-    want_s, want_p = topk(pot, 70, backend="portable")
+    got_s, got_p = topk(pot, k, backend="cpu")
+    want_s, want_p = topk(pot, k, backend="portable")
     torch.testing.assert_close(got_s, want_s, rtol=1e-9, atol=1e-9)
     finite = want_s > float("-inf")
     assert torch.equal(got_p[finite], want_p[finite])

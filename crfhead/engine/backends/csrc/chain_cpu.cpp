@@ -58,7 +58,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <memory>
+#include <string>
 #include <mutex>
 #include <numeric>
 #include <system_error>
@@ -81,7 +85,7 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr int64_t kLanesPerEdgeMaxK = 12;  // see lanes_per_edge
-constexpr int64_t kLanesTopkMaxK = 64;     // see lanes_topk
+constexpr int64_t kLazyTopkMinK = 16;      // see topk_path
 
 // The scaled recursions' constants per compute type:
 //   tiny   a normaliser below it leaves the range (the sequence falls back to log space);
@@ -368,8 +372,8 @@ struct Work {
   using V = typename Simd<S>::V;
   using I = typename Simd<S>::I;
   std::vector<V> E, A, F, beta, nb, wv, acc, M;  // blocks of W sequences
-  std::vector<V> kv, kc;                         // k-best: states and candidate lists of a block
-  std::vector<I> kq, kb;                         // k-best: list heads and back-pointers of a block
+  std::vector<V> kv, kc, kh;                     // k-best: states, candidate lists, list heads
+  std::vector<I> kq, kb;                         // k-best: the heads' indices, back-pointers
   std::vector<S> sA, sE, sbeta, sprev, sw, sP;  // one sequence
   std::vector<double> sF, prod, la, lb, tmp;
 };
@@ -1183,16 +1187,21 @@ inline bool lanes_per_edge(int64_t K) {
   return K <= bound;
 }
 
-// Whether the k best paths run in blocks of W lanes (topk_block) rather than one sequence at a time
-// (topk_one). A lane merge costs K R (R - 1) / 2 blends per state on top of topk_one's K R compares,
-// so one sequence at a time wins again only for large k. $CRFHEAD_LANES_TOPK_MAX_K overrides the
-// bound (tests: both paths).
-inline bool lanes_topk(int64_t R) {
-  static const int64_t bound = [] {
-    const char* env = std::getenv("CRFHEAD_LANES_TOPK_MAX_K");
-    return env ? std::atoll(env) : kLanesTopkMaxK;
+// Which k-best runs: 0 the lazy enumeration (topk_lazy), 1 blocks of W lanes (topk_block), 2 one
+// sequence at a time (topk_one, the plainest: the tests' reference). The lanes' merges cost about
+// K^2 R per step for W sequences, the lazy one a scalar Viterbi (K^2 per step) plus heaps at the
+// nodes its paths reach; by measurement the lanes are faster below K = 16 or R = 16 and the lazy
+// one above both (at (16, 200, 50), R = 20: 16 ms against 60 ms). $CRFHEAD_TOPK_PATH ("lazy",
+// "lanes" or "one") forces one (tests: all three agree bit for bit).
+inline int topk_path(int64_t K, int64_t R) {
+  static const int forced = [] {
+    const char* env = std::getenv("CRFHEAD_TOPK_PATH");
+    if (!env) return -1;
+    const std::string v(env);
+    return v == "lazy" ? 0 : v == "lanes" ? 1 : v == "one" ? 2 : -1;
   }();
-  return R <= bound;
+  if (forced >= 0) return forced;
+  return K >= kLazyTopkMinK && R >= kLazyTopkMinK ? 0 : 1;
 }
 
 // A persistent pool of passive workers whose join never waits for a worker that has not started.
@@ -1643,35 +1652,219 @@ void topk_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, int64
   }
 }
 
+// The R best paths of sequence b by lazy enumeration (Huang and Chiang 2005, "Better k-best
+// parsing", Algorithm 3, on the trellis): a Viterbi pass gives every node (position i, tag k) its
+// best prefix; further prefixes of a node are made only when a path asks for them, from a heap of
+// the node's candidates (previous tag j, rank r of j's list), the next rank of j pushed when rank r
+// is popped. Only the nodes the R best paths reach past their first prefix build a heap, so the
+// cost is the Viterbi pass plus about n R log K, not n K R compares. The candidates are ordered
+// by key (the previous prefix plus the transition, before the emission is added, as topk_one
+// compares) descending, then previous tag, then rank ascending: topk_one's merge order, so the
+// scores and paths are bit for bit topk_one's. A virtual final node (index n K) takes the
+// end scores as its transitions and adds no emission. The recursion into predecessors runs on an
+// explicit stack (a path of any length).
+template <typename S>
+struct LazyKBest {
+  struct Item {
+    S key;
+    int32_t j, r;
+  };
+  // a below b in the heap: b comes first (a larger key, then a lower tag, then a lower rank).
+  static bool below(const Item& a, const Item& b) {
+    if (a.key != b.key) return a.key < b.key;
+    if (a.j != b.j) return a.j > b.j;
+    return a.r > b.r;
+  }
+  std::vector<S> val;          // (n K + 1) R: the prefixes found, best first
+  std::vector<int32_t> from;   // (n K + 1) R: previous tag * R + previous rank
+  std::vector<int32_t> cnt;    // n K + 1: prefixes found (finite scores only)
+  std::vector<uint8_t> state;  // n K + 1: 0 fresh, 1 heap built, 2 exhausted
+  std::vector<uint8_t> owed;   // n K + 1: the last popped prefix's successor is not pushed yet
+  std::vector<std::vector<Item>> heap;
+  std::vector<std::pair<int64_t, int32_t>> stack;  // (node, prefixes wanted)
+};
+
+template <typename S>
+void topk_lazy(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, int64_t R, S* scores,
+               int64_t* paths, LazyKBest<S>& z) {
+  const int64_t K = c.K, T = c.T, N = n * K + 1, F = n * K;
+  const S ninf = -std::numeric_limits<S>::infinity();
+  z.val.assign(N * R, ninf);
+  z.from.assign(N * R, 0);
+  z.cnt.assign(N, 0);
+  z.state.assign(N, 0);
+  z.owed.assign(N, 0);
+  if (static_cast<int64_t>(z.heap.size()) < N) z.heap.resize(N);
+  // The Viterbi pass: each node's best prefix (ties to the lowest previous tag).
+  const S* e0 = c.emission(b, pos[0]);
+  for (int64_t k = 0; k < K; ++k) {
+    z.val[k * R] = c.start[k] + e0[k];
+    z.state[k] = 2;  // the first position has one prefix per tag
+  }
+  auto weight = [&](int64_t i, int64_t j, int64_t k) -> S {  // the edge into node (i, k)
+    return i < n ? c.edge(b, pos[i])[j * K + k] : c.end[j];
+  };
+  auto best_into = [&](int64_t i, int64_t k, int64_t v) {
+    const S* prev = z.val.data() + (i - 1) * K * R;
+    const S* w = i < n ? c.edge(b, pos[i]) + k : c.end;
+    const int64_t stride = i < n ? K : 1;
+    S bv = ninf;
+    int64_t bj = -1;
+    for (int64_t j = 0; j < K; ++j) {
+      const S x = prev[j * R] + w[j * stride];
+      if (bj < 0 || x > bv) {
+        bv = x;
+        bj = j;
+      }
+    }
+    z.val[v * R] = i < n ? bv + c.emission(b, pos[i])[k] : bv;
+    z.from[v * R] = static_cast<int32_t>(bj * R);
+  };
+  for (int64_t i = 1; i < n; ++i)
+    for (int64_t k = 0; k < K; ++k) best_into(i, k, i * K + k);
+  best_into(n, 0, F);
+  for (int64_t v = 0; v < N; ++v) {
+    z.cnt[v] = z.val[v * R] > ninf ? 1 : 0;
+    if (z.cnt[v] == 0) z.state[v] = 2;  // no prefix at all: no path through the node
+  }
+  // Lazy enumeration of the final node's prefixes.
+  auto& stack = z.stack;
+  stack.clear();
+  stack.emplace_back(F, static_cast<int32_t>(R));
+  while (!stack.empty()) {
+    const int64_t v = stack.back().first;
+    const int32_t want = stack.back().second;
+    if (z.cnt[v] >= want || z.state[v] == 2) {
+      stack.pop_back();
+      continue;
+    }
+    const int64_t i = v == F ? n : v / K, k = v == F ? 0 : v % K;
+    auto& h = z.heap[v];
+    if (z.state[v] == 0) {  // the rank-0 candidates but the best's own (its successor is owed)
+      h.clear();
+      const int64_t bj = z.from[v * R] / R;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t p = (i - 1) * K + j;
+        if (j == bj || z.cnt[p] == 0) continue;
+        const S key = z.val[p * R] + weight(i, j, k);
+        if (key > ninf) h.push_back({key, static_cast<int32_t>(j), 0});
+      }
+      std::make_heap(h.begin(), h.end(), LazyKBest<S>::below);
+      z.state[v] = 1;
+      z.owed[v] = 1;
+    }
+    if (z.owed[v]) {  // the successor (j, r + 1) of the last prefix (j, r)
+      const int32_t last = z.from[v * R + z.cnt[v] - 1];
+      const int64_t j = last / R, r = last % R, p = (i - 1) * K + j;
+      if (r + 1 < R && z.cnt[p] < r + 2 && z.state[p] != 2) {
+        stack.emplace_back(p, static_cast<int32_t>(r + 2));  // first the predecessor's next prefix
+        continue;
+      }
+      if (r + 1 < R && z.cnt[p] >= r + 2) {
+        const S key = z.val[p * R + r + 1] + weight(i, j, k);
+        if (key > ninf) {
+          h.push_back({key, static_cast<int32_t>(j), static_cast<int32_t>(r + 1)});
+          std::push_heap(h.begin(), h.end(), LazyKBest<S>::below);
+        }
+      }
+      z.owed[v] = 0;
+    }
+    if (h.empty()) {
+      z.state[v] = 2;
+      continue;
+    }
+    std::pop_heap(h.begin(), h.end(), LazyKBest<S>::below);
+    const auto top = h.back();
+    h.pop_back();
+    const int64_t q = z.cnt[v]++;
+    z.val[v * R + q] = i < n ? top.key + c.emission(b, pos[i])[k] : top.key;
+    z.from[v * R + q] = top.j * static_cast<int32_t>(R) + top.r;
+    z.owed[v] = 1;
+  }
+  for (int64_t q = 0; q < R; ++q) {
+    if (q >= z.cnt[F]) {  // fewer than q + 1 paths: -inf and the all -1 path
+      scores[b * R + q] = ninf;
+      continue;
+    }
+    scores[b * R + q] = z.val[F * R + q];
+    int64_t* path = paths + (b * R + q) * T;
+    int64_t tag = z.from[F * R + q] / R, rank = z.from[F * R + q] % R;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      path[pos[i]] = tag;
+      if (i == 0) break;
+      const int64_t f = z.from[(i * K + tag) * R + rank];
+      tag = f / R;
+      rank = f % R;
+    }
+  }
+}
+
+// Lane l of c[q[l]] for every lane: the W lanes' entries of a lane-major list of vectors.
+template <typename V, typename I>
+inline V lane_gather(const V* c, I q) {
+  constexpr int W = sizeof(V) / sizeof(c[0][0]);
+#if defined(__AVX2__)
+  if constexpr (W == 8) {
+    const I at = q * 8 + I{0, 1, 2, 3, 4, 5, 6, 7};
+    return (V)_mm256_i32gather_ps(reinterpret_cast<const float*>(c), (__m256i)at, 4);
+  } else {
+    const I at = q * 4 + I{0, 1, 2, 3};
+    return (V)_mm256_i64gather_pd(reinterpret_cast<const double*>(c), (__m256i)at, 8);
+  }
+#else
+  V out;
+  for (int l = 0; l < W; ++l) out[l] = c[q[l]][l];
+  return out;
+#endif
+}
+
 // The merge of topk_one on W lanes at once, branch-free: the K lists c[j * R .. j * R + R) (each
 // sorted in decreasing order lane by lane, values with the transition already added) give their R
 // best values, plus `e` when Add, at dst[0 .. R) and their j * R + rank at from[0 .. R). Each rank
 // takes the largest head (strict '>' over ascending j: the lowest previous tag wins ties, and within a
-// list the lower rank comes first, as in topk_one), then the chosen list of each lane moves up one
-// entry (a blend over the entries still needed: at rank r at most R - 1 - r more are read from any
-// list, so no list is ever read past its end). q (K vectors) is scratch; c is overwritten.
+// list the lower rank comes first, as in topk_one); then the chosen list of each lane moves its head
+// on by one, its new head fetched by one gather over the lanes (at rank r a head is at most r, so
+// no list is read past its end before the last rank). h and q (K vectors each) are scratch: each
+// list's head value and its index j * R + rank.
 template <bool Add, typename V, typename I>
-inline void merge_lanes(V* __restrict c, I* __restrict q, int64_t K, int64_t R, V e, V* __restrict dst,
-                        I* __restrict from) {
-  for (int64_t j = 0; j < K; ++j) q[j] = I{} + static_cast<decltype(q[0][0] + 0)>(j * R);
+inline void merge_lanes(const V* __restrict c, V* __restrict h, I* __restrict q, int64_t K, int64_t R,
+                        V e, V* __restrict dst, I* __restrict from) {
+  using E = decltype(q[0][0] + 0);
+  for (int64_t j = 0; j < K; ++j) {
+    q[j] = I{} + static_cast<E>(j * R);
+    h[j] = c[j * R];
+  }
   for (int64_t r = 0; r < R; ++r) {
-    V bv = c[0];
-    I bq = q[0];
-    for (int64_t j = 1; j < K; ++j) {
-      const V v = c[j * R];
-      const I gt = v > bv;
-      bv = gt ? v : bv;
-      bq = gt ? q[j] : bq;
+    // Two running maxima, over the even and the odd lists (strict '>' over ascending j), then the
+    // odd one taken where it is larger or equal with a lower index (q orders the lists as j does):
+    // the pick of one scan over j, in half its chain of dependent compares.
+    V bv = h[0], ov = K > 1 ? h[1] : h[0];
+    I bq = q[0], oq = K > 1 ? q[1] : q[0];
+    int64_t j = 2;
+    for (; j + 1 < K; j += 2) {
+      const I ge = h[j] > bv;
+      bv = ge ? h[j] : bv;
+      bq = ge ? q[j] : bq;
+      const I go = h[j + 1] > ov;
+      ov = go ? h[j + 1] : ov;
+      oq = go ? q[j + 1] : oq;
     }
+    if (j < K) {
+      const I ge = h[j] > bv;
+      bv = ge ? h[j] : bv;
+      bq = ge ? q[j] : bq;
+    }
+    const I take = (ov > bv) | ((ov == bv) & (oq < bq));
+    bv = take ? ov : bv;
+    bq = take ? oq : bq;
     dst[r] = Add ? bv + e : bv;
     from[r] = bq;
-    const int64_t keep = R - 1 - r;  // entries of a list still needed
-    if (keep == 0) break;
+    if (r + 1 == R) break;
+    const V next = lane_gather(c, bq + 1);
     for (int64_t j = 0; j < K; ++j) {
       const I m = q[j] == bq;  // the lanes whose pick came from list j
-      q[j] -= m;               // (m is -1 there)
-      V* cj = c + j * R;
-      for (int64_t x = 0; x < keep; ++x) cj[x] = m ? cj[x + 1] : cj[x];
+      h[j] = m ? next : h[j];
+      q[j] -= m;  // (m is -1 there)
     }
   }
 }
@@ -1692,6 +1885,7 @@ void topk_block(const Chain<S>& c, const Lanes<S>& L, int64_t R, Work<S>& w, S* 
   w.kv.assign(2 * KR, ninf);
   w.kc.resize(KR);
   w.kq.resize(K);
+  w.kh.resize(K);
   w.kb.resize(N * KR);
   V* prev = w.kv.data();
   V* cur = w.kv.data() + KR;
@@ -1713,7 +1907,8 @@ void topk_block(const Chain<S>& c, const Lanes<S>& L, int64_t R, Work<S>& w, S* 
           for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + t;
         }
       }
-      merge_lanes<true>(cand, w.kq.data(), K, R, e[k], cur + k * R, w.kb.data() + (i * K + k) * R);
+      merge_lanes<true>(cand, w.kh.data(), w.kq.data(), K, R, e[k], cur + k * R,
+                        w.kb.data() + (i * K + k) * R);
     }
     for (int64_t q = 0; q < KR; ++q) cur[q] = active ? cur[q] : prev[q];
     std::swap(prev, cur);
@@ -1722,7 +1917,7 @@ void topk_block(const Chain<S>& c, const Lanes<S>& L, int64_t R, Work<S>& w, S* 
     for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + c.end[j];
   V* fin = cur;  // R vectors
   std::vector<I> at(R);
-  merge_lanes<false>(cand, w.kq.data(), K, R, V{}, fin, at.data());
+  merge_lanes<false>(cand, w.kh.data(), w.kq.data(), K, R, V{}, fin, at.data());
   for (int l = 0; l < W; ++l) {
     const int64_t n = L.n[l], b = L.b[l];
     if (n == 0) continue;
@@ -1754,7 +1949,16 @@ void topk(const Chain<S>& c, int64_t R, S* scores, int64_t* paths, int threads) 
       scores[b * R] = S(0);
       std::fill(scores + b * R + 1, scores + (b + 1) * R, -std::numeric_limits<S>::infinity());
     }
-  if (!lanes_topk(R)) {
+  const int path = topk_path(c.K, R);
+  if (path == 0) {
+    run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>&) {
+      thread_local LazyKBest<S> z;
+      const int64_t b = rows.order[task];
+      topk_lazy(c, b, rows.of(b), rows.length(b), R, scores, paths, z);
+    });
+    return;
+  }
+  if (path == 2) {
     run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>&) {
       const int64_t b = rows.order[task];
       topk_one(c, b, rows.of(b), rows.length(b), R, scores, paths);
