@@ -62,7 +62,10 @@ def _cases() -> list[tuple[Chain, int]]:
         ties = random_chain(seed, B, T, K, per_position=pe)
         ties.emissions = torch.randint(0, 2, (B, T, K), generator=g).double()
         ties.transitions = torch.randint(0, 2, ties.transitions.shape, generator=g).double()
-        ties.start, ties.end = torch.zeros(K, dtype=torch.float64), torch.zeros(K, dtype=torch.float64)
+        ties.start, ties.end = (
+            torch.zeros(K, dtype=torch.float64),
+            torch.zeros(K, dtype=torch.float64),
+        )
         out.append((ties, k))
     return out
 
