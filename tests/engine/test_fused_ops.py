@@ -325,8 +325,8 @@ print("OK")
 @pytest.mark.skipif("cpu" not in FUSED, reason="the cpu kernel is unavailable")
 @pytest.mark.parametrize("bound", ["0", "100"])
 def test_per_edge_transitions_in_lanes_and_one_sequence_at_a_time_agree(bound: str) -> None:
-    """Per-edge transitions run in SIMD lanes for small K, one sequence at a time above; the bound
-    (``$CRFHEAD_LANES_PER_EDGE_MAX_K``) forces either path for every K here."""
+    """Per-edge transitions run in SIMD lanes (max-product one sequence at a time above K = 32);
+    ``$CRFHEAD_LANES_PER_EDGE_MAX_K`` forces either path for every K and op here."""
     import subprocess
     import sys
 

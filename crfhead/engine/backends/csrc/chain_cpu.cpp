@@ -28,8 +28,8 @@
 // when vectorising over tags). Sequences are sorted by length before they are grouped, so a block's
 // lanes finish together; blocks are spread over the caller's thread and a pool of passive workers
 // whose join never waits for a worker that has not started (see Pool; the caller chooses how many
-// threads from the work). Per-edge transitions with small K run in the same blocks, each lane with its
-// own K x K factors (a matrix of vectors per step, recomputed for the backward pass); with larger K
+// threads from the work). Per-edge transitions run in the same blocks, each lane with its own K x K
+// factors (a matrix of vectors per step, recomputed for the backward pass); max-product with K > 32
 // one sequence at a time, vectorised over tags (see lanes_per_edge).
 //
 // Numerics. Sum-product runs in scaled probability space: the forward state is a probability vector,
@@ -46,8 +46,8 @@
 // compares only); back-pointers are not stored but recomputed along the best path (the same
 // additions, so bit-identical). Ties go to the lowest previous tag and the lowest final tag, as
 // torch.max does in the portable backend. The max-sums (max-marginals) run in the same blocks, the k
-// best paths one sequence at a time in log space (merging the K sorted lists of the previous states'
-// k best prefixes).
+// best paths too (merging the K sorted lists of the previous states' k best prefixes, see
+// merge_lanes), or for K, k >= 16 by lazy enumeration (see topk_lazy).
 
 #include <algorithm>
 #include <atomic>
@@ -84,7 +84,7 @@
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-constexpr int64_t kLanesPerEdgeMaxK = 12;  // see lanes_per_edge
+constexpr int64_t kLanesPerEdgeMaxPlusMaxK = 32;  // see lanes_per_edge
 constexpr int64_t kLazyTopkMinK = 16;      // see topk_path
 
 // The scaled recursions' constants per compute type:
@@ -1177,14 +1177,18 @@ void viterbi_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, Wo
 
 // Whether per-edge transitions run in blocks of W lanes (each lane its own K x K factors, gathered
 // into a matrix of vectors every step) rather than one sequence at a time vectorised over tags. The
-// gather transposes K^2 scores per lane and step, which pays only while vectorising over tags wastes
-// most of a vector: small K. $CRFHEAD_LANES_PER_EDGE_MAX_K overrides the bound (tests: both paths).
-inline bool lanes_per_edge(int64_t K) {
-  static const int64_t bound = [] {
+// gather transposes K^2 scores per lane and step. By measurement (one thread, idle) the sum-product
+// family gains from the lanes at every K tried (marginals at (32, 64, K): 5x at K = 17, 2.5-3.8x at
+// K = 64 and 100), while max-product, whose step is only adds and compares, loses above K = 32
+// (Viterbi at (32, 50, 64): 4.7-6.3 ms in lanes, 3.4 one at a time). $CRFHEAD_LANES_PER_EDGE_MAX_K
+// sets one bound for both (tests: both paths).
+inline bool lanes_per_edge(int64_t K, bool max_plus) {
+  static const int64_t forced = [] {
     const char* env = std::getenv("CRFHEAD_LANES_PER_EDGE_MAX_K");
-    return env ? std::atoll(env) : kLanesPerEdgeMaxK;
+    return env ? std::atoll(env) : int64_t(-1);
   }();
-  return K <= bound;
+  if (forced >= 0) return K <= forced;
+  return !max_plus || K <= kLanesPerEdgeMaxPlusMaxK;
 }
 
 // Which k-best runs: 0 the lazy enumeration (topk_lazy), 1 blocks of W lanes (topk_block), 2 one
@@ -1429,7 +1433,7 @@ void forward_backward(const Chain<S>& c, Out<S> out, int threads, const int64_t*
     clear_one(c, b, out);
     log_space_one(c, b, rows.of(b), rows.length(b), w, out);
   };
-  if (c.per_position && !lanes_per_edge(c.K)) {
+  if (c.per_position && !lanes_per_edge(c.K, false)) {
     const int64_t tasks = static_cast<int64_t>(rows.order.size());
     run_tasks<S>(tasks, threads, [&](int64_t task, Work<S>& w) {
       const int64_t b = rows.order[task];
@@ -1459,7 +1463,7 @@ void viterbi(const Chain<S>& c, S* scores, int64_t* paths, int threads) {
   std::fill(paths, paths + c.B * c.T, int64_t(-1));
   for (int64_t b = 0; b < c.B; ++b)
     if (rows.length(b) == 0) scores[b] = S(0);
-  if (c.per_position && !lanes_per_edge(c.K)) {
+  if (c.per_position && !lanes_per_edge(c.K, true)) {
     run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>& w) {
       const int64_t b = rows.order[task];
       viterbi_one(c, b, rows.of(b), rows.length(b), w, scores, paths);
@@ -1572,7 +1576,7 @@ void max_sums(const Chain<S>& c, S* sums, S* best, int threads) {
   std::fill(sums, sums + c.B * c.T * c.K, -std::numeric_limits<S>::infinity());
   for (int64_t b = 0; b < c.B; ++b)
     if (rows.length(b) == 0) best[b] = S(0);
-  if (c.per_position && !lanes_per_edge(c.K)) {
+  if (c.per_position && !lanes_per_edge(c.K, true)) {
     run_tasks<S>(static_cast<int64_t>(rows.order.size()), threads, [&](int64_t task, Work<S>& w) {
       const int64_t b = rows.order[task];
       max_sums_one(c, b, rows.of(b), rows.length(b), w, sums, best);
