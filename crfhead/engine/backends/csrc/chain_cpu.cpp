@@ -1959,6 +1959,7 @@ void topk(const Chain<S>& c, int64_t R, S* scores, int64_t* paths, int threads) 
       thread_local LazyKBest<S> z;
       const int64_t b = rows.order[task];
       topk_lazy(c, b, rows.of(b), rows.length(b), R, scores, paths, z);
+      if (z.val.capacity() > (int64_t(1) << 22)) z = LazyKBest<S>{};  // keep no long row's buffers
     });
     return;
   }
