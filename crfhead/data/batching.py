@@ -102,36 +102,29 @@ class Collator:
         self.max_word_len = max_word_len
 
     def __call__(self, sentences: Sequence[Sentence]) -> Batch:
-        """Pad and encode ``sentences``."""
+        """Pad and encode ``sentences``.
+
+        Each field is built from one flat list of ids (the ``N`` tokens of the batch, row by row)
+        scattered under the mask, and the characters from a table of the batch's distinct words:
+        a few tensor calls a batch, not one per sentence or word.
+        """
         sentences = list(sentences)
-        B = len(sentences)
-        T = max((len(s) for s in sentences), default=0)
-        mask = torch.zeros(B, T, dtype=torch.bool)
-        for i, s in enumerate(sentences):
-            mask[i, : len(s)] = True
+        lengths = [len(s) for s in sentences]
+        T = max(lengths, default=0)
+        mask = torch.arange(T)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]
+        tokens = [w for s in sentences for w in s.tokens]  # the N real tokens, row by row
         words = chars = feats = tags = None
         if self.words is not None:
-            words = torch.zeros(B, T, dtype=torch.long)
-            for i, s in enumerate(sentences):
-                words[i, : len(s)] = torch.tensor(self.words.encode(s.tokens), dtype=torch.long)
+            words = self._scatter(mask, self.words.encode(tokens), 0)
         if self.chars is not None:
-            C = max(
-                (min(len(w), self.max_word_len) for s in sentences for w in s.tokens), default=1
-            )
-            chars = torch.zeros(B, T, max(C, 1), dtype=torch.long)
-            for i, s in enumerate(sentences):
-                for j, w in enumerate(s.tokens):
-                    ids = self.chars.encode(w[: self.max_word_len])
-                    chars[i, j, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            chars = self._chars(mask, tokens)
         if self.features is not None:
             templates, vocab = self.features
             feats = templates.ids([s.tokens for s in sentences], vocab.stoi)
         allowed = None
         if self.labels is not None and all(s.tags is not None for s in sentences):
-            tags = torch.full((B, T), PAD_LABEL, dtype=torch.long)
-            for i, s in enumerate(sentences):
-                assert s.tags is not None
-                tags[i, : len(s)] = torch.tensor(self.labels.encode(s.tags), dtype=torch.long)
+            gold = [t for s in sentences for t in (s.tags or ())]
+            tags = self._scatter(mask, self.labels.encode(gold), PAD_LABEL)
             if any(s.is_partial for s in sentences):
                 allowed = self._allowed(sentences, tags, T)
         return Batch(
@@ -143,6 +136,29 @@ class Collator:
             sentences=sentences,
             allowed=allowed,
         )
+
+    @staticmethod
+    def _scatter(mask: Tensor, ids: list[int], fill: int) -> Tensor:
+        """``(B, T)`` long: ``ids`` (one per real token, row by row) under ``mask``, ``fill`` elsewhere."""
+        out = torch.full(mask.shape, fill, dtype=torch.long)
+        out[mask] = torch.tensor(ids, dtype=torch.long)
+        return out
+
+    def _chars(self, mask: Tensor, tokens: list[str]) -> Tensor:
+        """``(B, T, C)`` character ids of ``tokens`` under ``mask`` (0 = padding)."""
+        assert self.chars is not None
+        distinct: dict[str, int] = {}
+        index = [distinct.setdefault(w, len(distinct)) for w in tokens]
+        cut = self.max_word_len
+        C = max((min(len(w), cut) for w in distinct), default=1) or 1
+        table = [
+            ids + [0] * (C - len(ids)) for ids in (self.chars.encode(w[:cut]) for w in distinct)
+        ]
+        chars = torch.zeros(*mask.shape, C, dtype=torch.long)
+        if table:
+            rows = torch.tensor(table, dtype=torch.long)  # (U, C), one row per distinct word
+            chars[mask] = rows.index_select(0, torch.tensor(index, dtype=torch.long))
+        return chars
 
     def _allowed(self, sentences: list[Sentence], tags: Tensor, T: int) -> Tensor:
         """``(B, T, K)`` label sets; sets ``tags`` to ``-100`` at partial positions, in place."""

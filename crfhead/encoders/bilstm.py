@@ -2,11 +2,13 @@
 
 Each word is its embedding, concatenated with a character-level representation when a character
 vocabulary is given: a CNN max-pooled over the word's characters (Ma & Hovy 2016) or the final states
-of a character BiLSTM (Lample et al. 2016). A BiLSTM runs over the words of each sentence, packed by
-length so padding never reaches the backward direction; dropout and a linear layer give tag scores.
+of a character BiLSTM (Lample et al. 2016). A BiLSTM runs over the words of each sentence as if
+packed by length, so padding never reaches the backward direction
+(:func:`~crfhead.encoders.rnn.bidirectional_lstm`: on the CPU each direction is one fused call over
+rows grouped by length); dropout (:mod:`crfhead.encoders.dropout`) and a linear layer give tag scores.
 
 Padding never changes the scores of real tokens: characters and words are encoded only where they
-exist, the character CNN masks padded characters before pooling, and both LSTMs run on packed
+exist, the character CNN masks padded characters before pooling, and both LSTMs run as if on packed
 sequences.
 
 Pretrained word vectors (:mod:`crfhead.encoders.vectors`: a GloVe or word2vec text file, or vectors
@@ -25,10 +27,11 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from crfhead.data.batching import Batch
 from crfhead.data.vocab import Vocab
+from crfhead.encoders.dropout import Dropout
+from crfhead.encoders.rnn import bidirectional_lstm
 from crfhead.encoders.vectors import Coverage, WordVectors, embedding_matrix
 
 __all__ = ["CHAR_ENCODERS", "BiLSTMEncoder"]
@@ -64,7 +67,7 @@ class _CharCNN(nn.Module):
     def __init__(self, num_chars: int, dim: int, out: int, kernel: int, dropout: float) -> None:
         super().__init__()
         self.embed = nn.Embedding(num_chars, dim, padding_idx=0)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.conv = nn.Conv1d(dim, out, kernel, padding=kernel // 2)
         bound = math.sqrt(3.0 / dim)
         nn.init.uniform_(self.embed.weight, -bound, bound)
@@ -93,7 +96,7 @@ class _CharLSTM(nn.Module):
     def __init__(self, num_chars: int, dim: int, out: int, dropout: float) -> None:
         super().__init__()
         self.embed = nn.Embedding(num_chars, dim, padding_idx=0)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.lstm = nn.LSTM(dim, out // 2, batch_first=True, bidirectional=True)
         self.out = out
         bound = math.sqrt(3.0 / dim)
@@ -104,17 +107,8 @@ class _CharLSTM(nn.Module):
     def forward(self, chars: Tensor) -> Tensor:
         """``(M, C)`` character ids (0 = padding, after the characters) → ``(M, out)``; zeros for none."""
         lengths = (chars != 0).sum(dim=1)  # (M,)
-        rows = torch.nonzero(lengths > 0).flatten()
-        x: Tensor = self.dropout(self.embed(chars.index_select(0, rows)))  # (M', C, dim)
-        if rows.numel() == 0:
-            return x.new_zeros(chars.shape[0], self.out)
-        packed = pack_padded_sequence(
-            x, lengths.index_select(0, rows).cpu(), batch_first=True, enforce_sorted=False
-        )
-        _, (h, _) = self.lstm(packed)  # h: (2, M', out // 2), in the input order
-        final = torch.cat([h[-2], h[-1]], dim=-1)  # (M', out)
-        out: Tensor = final.new_zeros(chars.shape[0], self.out).index_copy(0, rows, final)
-        return out
+        x = self.dropout(self.embed(chars))  # (M, C, dim)
+        return bidirectional_lstm(self.lstm, x, lengths, outputs=False)[1]
 
 
 class BiLSTMEncoder(nn.Module):
@@ -256,7 +250,7 @@ class BiLSTMEncoder(nn.Module):
         self.needs = frozenset({"words", "chars"} if self.chars is not None else {"words"})
 
         in_dim = word_dim + (char_out if self.chars is not None else 0)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.lstm = nn.LSTM(
             in_dim,
             hidden_size,
@@ -362,19 +356,8 @@ class BiLSTMEncoder(nn.Module):
             x = torch.cat([x, char_x.reshape(B, T, per_word.shape[-1]).to(x.dtype)], dim=-1)
         x = self.dropout(x)
 
-        rows = torch.nonzero(lengths > 0).flatten()
-        if rows.numel() == 0:
-            hidden = x.new_zeros(B, T, 2 * self.hidden_size)
-        else:
-            packed = pack_padded_sequence(
-                x.index_select(0, rows),
-                lengths.index_select(0, rows).cpu(),
-                batch_first=True,
-                enforce_sorted=False,
-            )
-            out, _ = self.lstm(packed)
-            out, _ = pad_packed_sequence(out, batch_first=True, total_length=T)  # (B', T, 2H)
-            hidden = out.new_zeros(B, T, out.shape[-1]).index_copy(0, rows, out)
+        hidden = bidirectional_lstm(self.lstm, x, lengths)[0]
+        assert hidden is not None  # (B, T, 2H)
         emissions: Tensor = self.out(self.dropout(hidden))
         return emissions.masked_fill(~mask[..., None], 0.0)
 

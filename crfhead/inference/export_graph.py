@@ -36,6 +36,7 @@ from crfhead import engine
 from crfhead.data.batching import Batch
 from crfhead.encoders.bilstm import BiLSTMEncoder, _CharLSTM
 from crfhead.encoders.indicator import IndicatorEncoder
+from crfhead.encoders.rnn import reverse_within
 from crfhead.engine.decode import mbr_potentials
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.model.tagger import Tagger
@@ -244,14 +245,6 @@ def chain_scans(pot: ChainPotentials, *, sums: bool = True, best: bool = True) -
 
 
 # ------------------------------------------------------------------------------ the BiLSTM
-def _reverse_within(x: Tensor, lengths: Tensor) -> Tensor:
-    """Each row of ``x`` ``(B, T, D)`` reversed within its length, padding left in place."""
-    T = x.shape[1]
-    t = torch.arange(T, device=x.device)[None, :]
-    index = torch.where(t < lengths[:, None], lengths[:, None] - 1 - t, t)  # an involution
-    return x.gather(1, index[:, :, None].expand(-1, -1, x.shape[2]))
-
-
 def _lstm_step(
     carry: tuple[Tensor, ...], x: tuple[Tensor, ...], c: tuple[Tensor, ...]
 ) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
@@ -301,8 +294,8 @@ class _BiDirections(nn.Module):
         ahead = back = x
         for layer in range(self.lstm.num_layers):
             ahead = _one_way(self.lstm, layer, "", x)
-            back = _one_way(self.lstm, layer, "_reverse", _reverse_within(x, lengths))
-            back = _reverse_within(back, lengths)
+            back = _one_way(self.lstm, layer, "_reverse", reverse_within(x, lengths))
+            back = reverse_within(back, lengths)
             x = torch.cat([ahead, back], -1)
         last = (lengths - 1).clamp(min=0)[:, None, None].expand(-1, 1, ahead.shape[2])
         final_ahead = ahead.gather(1, last)[:, 0]

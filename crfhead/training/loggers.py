@@ -4,6 +4,11 @@
   so two runs started together in one folder can pick the same version and write into each other's
   logs and checkpoints. Here the version is claimed by creating its folder (``mkdir`` fails if another
   run got there first, and the next number is tried).
+* **``hparams.yaml`` is written by libyaml** (the CSV logger's): Lightning's writer dumps every value
+  twice through PyYAML's pure-Python emitter, which took 6 s of a 25 s WNUT17 BiLSTM epoch for the
+  vocabularies in the hyper-parameters. The same YAML (safe types, sorted keys) comes from
+  ``yaml.CSafeDumper`` in a fraction of that; values only Lightning's writer can represent go
+  through it as before.
 * **A resumed run continues its own folder.** ``train.py fit --ckpt_path=runs/x/version_3/...`` logs
   into ``version_3`` again (:mod:`crfhead.training.cli` sets the version) and calls
   :meth:`CSVLogger.continue_run` with the checkpoint's step: ``metrics.csv`` keeps the rows logged
@@ -23,13 +28,17 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+import yaml
 from lightning_fabric.loggers.csv_logs import _ExperimentWriter as _FabricExperimentWriter
 from lightning_fabric.loggers.logger import rank_zero_experiment
+from lightning_fabric.utilities.logger import _convert_params
+from pytorch_lightning.core.saving import save_hparams_to_yaml
 from pytorch_lightning.loggers import CSVLogger as _LightningCSVLogger
 from pytorch_lightning.loggers import TensorBoardLogger as _LightningTensorBoardLogger
 from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+from pytorch_lightning.utilities import rank_zero_only
 
-__all__ = ["CSVLogger", "TensorBoardLogger", "tensorboard_available"]
+__all__ = ["CSVLogger", "TensorBoardLogger", "save_hparams", "tensorboard_available"]
 
 
 def tensorboard_available() -> bool:
@@ -51,6 +60,24 @@ def _claim_next_version(root_dir: str, first: int) -> int:
             version += 1
             continue
         return version
+
+
+def save_hparams(path: str | Path, hparams: dict[str, Any]) -> None:
+    """Write ``hparams`` to ``path`` as YAML with libyaml's safe dumper (Lightning's writer as a fallback).
+
+    The fallback runs for what the safe dumper cannot represent (a tuple, an object) and where
+    PyYAML was built without libyaml.
+    """
+    dumper = getattr(yaml, "CSafeDumper", None)
+    if dumper is None:
+        save_hparams_to_yaml(path, hparams)
+        return
+    try:
+        text = yaml.dump(dict(hparams), Dumper=dumper)
+    except yaml.YAMLError:
+        save_hparams_to_yaml(path, hparams)
+        return
+    Path(path).write_text(text, encoding="utf-8")
 
 
 def _step(row: dict[str, str]) -> float:
@@ -102,6 +129,14 @@ class CSVLogger(_LightningCSVLogger):
         if self._experiment is not None:
             raise RuntimeError("continue_run must be called before the logger writes")
         self._continue_before = int(step)
+
+    @rank_zero_only
+    def log_hyperparams(self, params: dict[str, Any] | Any = None) -> None:
+        """Merge ``params`` into the run's hyper-parameters and write ``hparams.yaml`` (:func:`save_hparams`)."""
+        writer = self.experiment
+        assert isinstance(writer, ExperimentWriter)
+        writer.hparams.update(_convert_params(params))
+        save_hparams(Path(writer.log_dir) / writer.NAME_HPARAMS_FILE, writer.hparams)
 
     @property
     @rank_zero_experiment

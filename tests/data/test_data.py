@@ -277,3 +277,51 @@ def test_loader_workers_are_kept_across_epochs() -> None:
     dm = TaggingDataModule(corpus=corpus, num_workers=1)
     for loader in (dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader()):
         assert loader.persistent_workers and loader.num_workers == 1
+
+
+def _collate_one_by_one(collator: Collator, sents: list[Sentence]) -> dict[str, torch.Tensor]:
+    """The oracle: every field filled sentence by sentence, word by word."""
+    assert collator.words is not None and collator.chars is not None
+    assert collator.labels is not None
+    B, T = len(sents), max((len(s) for s in sents), default=0)
+    C = max((min(len(w), collator.max_word_len) for s in sents for w in s.tokens), default=1)
+    out = {
+        "mask": torch.zeros(B, T, dtype=torch.bool),
+        "words": torch.zeros(B, T, dtype=torch.long),
+        "chars": torch.zeros(B, T, max(C, 1), dtype=torch.long),
+        "tags": torch.full((B, T), -100, dtype=torch.long),
+    }
+    for i, s in enumerate(sents):
+        assert s.tags is not None
+        for j, (w, t) in enumerate(zip(s.tokens, s.tags, strict=True)):
+            out["mask"][i, j] = True
+            out["words"][i, j] = collator.words.id(w)
+            ids = collator.chars.encode(w[: collator.max_word_len])
+            out["chars"][i, j, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            out["tags"][i, j] = collator.labels.encode([t])[0]
+    return out
+
+
+def test_collator_equals_filling_one_by_one() -> None:
+    """Random batches with empty sentences, repeated, unknown and over-long words."""
+    gen = torch.Generator().manual_seed(0)
+    pool = ["a", "bb", "ccc", "solenne", "x" * 40, "unseen", "ÿø", "a"]
+    labels = LabelVocab.from_types(["ORG"], "BIO")
+    words = Vocab.build(pool[:4])
+    chars = Vocab.build("abcsolen")
+    collator = Collator(labels, words, chars, max_word_len=24)
+    for _ in range(20):
+        sents = []
+        for _ in range(int(torch.randint(1, 6, (1,), generator=gen))):
+            n = int(torch.randint(0, 7, (1,), generator=gen))
+            picks = torch.randint(0, len(pool), (n,), generator=gen).tolist()
+            sents.append(Sentence([pool[k] for k in picks], ["O"] * n))
+        batch = collator(sents)
+        oracle = _collate_one_by_one(collator, sents)
+        got = {"mask": batch.mask, "words": batch.words, "chars": batch.chars, "tags": batch.tags}
+        for name, value in oracle.items():
+            assert torch.equal(got[name], value), name  # type: ignore[arg-type]
+    empty = collator([])
+    assert empty.mask.shape == (0, 0) and empty.chars is not None and empty.chars.shape[0] == 0
+    with pytest.raises(ValueError, match="unknown tag 'B-PER'"):
+        collator([Sentence(["a"], ["B-PER"])])
