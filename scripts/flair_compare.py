@@ -18,8 +18,9 @@ The two models, on each side:
   Flair ``OneHotEmbeddings``) and a character BiLSTM (30-dim characters, 2 x 25 units; Flair
   ``CharacterEmbeddings`` over the training characters), a word BiLSTM of 200 units per direction,
   dropout 0.5 before and after it, a linear layer and a CRF. AdamW at 0.005 with a constant rate,
-  batches of 32, gradient norm clipped at 5. crfhead: ``configs/wnut17/bilstm_crf.yaml`` with its
-  character CNN swapped for the character BiLSTM Flair has (``--char-encoder cnn`` keeps the config's).
+  batches of 32 (64 to evaluate, on both sides), gradient norm clipped at 5. crfhead:
+  ``configs/wnut17/bilstm_crf.yaml`` with its character CNN swapped for the character BiLSTM Flair
+  has (``--char-encoder cnn`` keeps the config's).
 * **transformer-CRF**: the local all-MiniLM-L6-v2 folder crfhead uses by default
   (:func:`crfhead.encoders.default_model_dir`), fine-tuned, first sub-token of each word, dropout 0.1,
   a linear layer and a CRF; AdamW, 5e-5 on the transformer and 1e-3 on the rest, linear warm-up over
@@ -87,6 +88,7 @@ TRANSFORMER = {
     "clip": 5.0,
 }
 SEED = 0
+EVAL_BATCH_SIZE = 64  # dev and test batches, both sides (Flair's default; crfhead's is 128)
 
 
 # ----------------------------------------------------------------------------- data
@@ -180,6 +182,7 @@ def worker_crfhead(spec: dict[str, Any]) -> dict[str, Any]:
         f"--data.corpus.init_args.dev={files['dev']}",
         f"--data.corpus.init_args.test={files['test']}",
         f"--model.report_dir={report_dir}",
+        f"--data.eval_batch_size={EVAL_BATCH_SIZE}",
     ]
     if model == "bilstm_crf" and spec["char_encoder"] == "lstm":
         argv.append("--model.encoder.init_args.char_encoder=lstm")
@@ -290,7 +293,7 @@ def worker_flair(spec: dict[str, Any]) -> dict[str, Any]:
         "base_path": str(run_dir / "flair"),
         "max_epochs": epochs,
         "mini_batch_size": BILSTM["batch_size"],
-        "eval_batch_size": 64,
+        "eval_batch_size": EVAL_BATCH_SIZE,
         "max_grad_norm": BILSTM["clip"],
         "optimizer": torch.optim.AdamW,
         "embeddings_storage_mode": "none",
@@ -385,7 +388,9 @@ def worker_flair(spec: dict[str, Any]) -> dict[str, Any]:
 
     test = _flair_sentences(splits["test"])
     start = time.perf_counter()
-    best.predict(test, mini_batch_size=64, label_name="predicted", embedding_storage_mode="none")
+    best.predict(
+        test, mini_batch_size=EVAL_BATCH_SIZE, label_name="predicted", embedding_storage_mode="none"
+    )
     test_seconds = time.perf_counter() - start
     gold = [list(s.tags) for s in splits["test"]]
     pred = [_flair_tags(s, "predicted") for s in test]

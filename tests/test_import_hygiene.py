@@ -85,3 +85,20 @@ def test_select_sets_what_assume_constant_result_sets() -> None:
         assert {name: vars(fn)[name] for name in added} == {
             name: vars(decorated)[name] for name in added
         }
+
+
+def test_training_and_span_scoring_import_no_scikit_learn() -> None:
+    """``seqeval.metrics`` imports scikit-learn, pandas and pyarrow (~100 MiB resident): the
+    training CLI and strict span scoring stay off it; only the IO scheme's conlleval reading loads it."""
+    code = """
+    import crfhead.training.cli
+    from crfhead.evaluation.metrics import TaggingMetrics
+    metrics = TaggingMetrics("BIOES")
+    metrics.update([["B-X", "E-X", "O"]], [["S-X", "O", "O"]])
+    assert metrics.compute()["f1"] == 0.0
+    import sys
+    assert not [m for m in sys.modules if m.split(".")[0] in ("sklearn", "pandas", "pyarrow")]
+    TaggingMetrics("IO").update([["I-X"]], [["I-X"]])
+    assert "sklearn" in sys.modules  # the lazy import still happens where it is needed
+    """
+    _heavy_imported(code)
