@@ -22,6 +22,8 @@ from crfhead.data.vocab import Vocab
 
 __all__ = ["TEMPLATES", "FeatureTemplates", "word_shape"]
 
+_CACHED_WORDS = 1 << 16  # words whose feature ids FeatureTemplates.ids keeps (~30 MB at most)
+
 
 @functools.lru_cache(maxsize=1 << 16)
 def word_shape(word: str) -> str:
@@ -95,6 +97,9 @@ class FeatureTemplates:
         if unknown:
             raise ValueError(f"unknown feature templates {unknown}; known: {list(TEMPLATES)}")
         self.templates = tuple(templates)
+        self._cache: tuple[Mapping[str, int], int, tuple[str, ...], dict[str, list[int]]] | None = (
+            None
+        )
 
     def __call__(self, tokens: Sequence[str]) -> list[list[str]]:
         """The feature strings of every token: ``T`` lists."""
@@ -137,17 +142,16 @@ class FeatureTemplates:
         lengths = torch.tensor([len(x) for x in token_lists])
         valid = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
         W = torch.where(valid, W, U + 2)
+        L = len(local)
+        rows = self._rows(vocab, stoi, local, offsets)
+        for boundary in ("<s>", "</s>"):  # no features of their own, only as context
+            rows.append([0] * L + [stoi.get(f"w{d:+d}={boundary}", 0) for d in offsets])
+        rows.append([0] * (L + len(offsets)))  # padding
+        table = torch.tensor(rows, dtype=torch.long)  # (U + 3, L + D)
         parts: list[Tensor] = []
         if local:
-            own = [[stoi.get(f, 0) for f in _local_features(local, w)] for w in vocab]
-            own += [[0] * len(local)] * 3  # <s>, </s>, padding: no features of their own
-            parts.append(torch.tensor(own, dtype=torch.long)[W])  # (B, T, L)
+            parts.append(table[:, :L][W])  # (B, T, L)
         if offsets:
-            ctx = torch.tensor(
-                [[stoi.get(f"w{d:+d}={w}", 0) for d in offsets] for w in (*vocab, "<s>", "</s>")]
-                + [[0] * len(offsets)],
-                dtype=torch.long,
-            )  # (U + 3, D)
             steps = torch.arange(T)
             for c, d in enumerate(offsets):
                 j = steps + d
@@ -155,8 +159,38 @@ class FeatureTemplates:
                 seen = torch.where(j[None, :] < 0, U, seen)
                 seen = torch.where(j[None, :] >= lengths[:, None], U + 1, seen)
                 seen = torch.where(valid, seen, U + 2)
-                parts.append(ctx[seen, c].unsqueeze(2))
+                parts.append(table[seen, L + c].unsqueeze(2))
         return torch.cat(parts, dim=2)
+
+    def _rows(
+        self, words: Sequence[str], stoi: Mapping[str, int], local: list[str], offsets: list[int]
+    ) -> list[list[int]]:
+        """Each word's feature ids: its own (``local``), then as the context word at each offset.
+
+        Kept across calls in a table per word, so a word's strings are built and looked up once
+        while ``stoi`` is the same mapping of the same size (a vocabulary that grows, or another
+        one, starts a new table; so does a table past :data:`_CACHED_WORDS` words).
+        """
+        key = (stoi, len(stoi), self.templates)
+        cached = getattr(self, "_cache", None)  # None too for an instance unpickled without it
+        if cached is None or cached[0] is not stoi or cached[1:3] != key[1:]:
+            cached = self._cache = (stoi, len(stoi), self.templates, {})
+        table = cached[3]
+        if len(table) + len(words) > _CACHED_WORDS:
+            table.clear()
+        out: list[list[int]] = []
+        for w in words:
+            row = table.get(w)
+            if row is None:
+                row = table[w] = [stoi.get(f, 0) for f in _local_features(local, w)] + [
+                    stoi.get(f"w{d:+d}={w}", 0) for d in offsets
+                ]
+            out.append(row)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (to a loader's workers) without the table of :meth:`_rows`."""
+        return {**self.__dict__, "_cache": None}
 
     @property
     def lookahead(self) -> int:

@@ -1242,10 +1242,10 @@ def _check_output(text: str, tags: list[str], probs: list[float], scheme: str | 
     Raises:
         ValueError: naming the text and what is wrong.
     """
-    from crfhead.schemes import repair_tags
+    from crfhead.schemes import is_valid
 
     name = text[:80]
-    if scheme is not None and repair_tags(tags, scheme)[1]:
+    if scheme is not None and not is_valid(tags, scheme):
         raise ValueError(
             f"the model decoded tags that break the {scheme} scheme for {name!r}: {tags[:20]}; "
             "its weights are corrupt"

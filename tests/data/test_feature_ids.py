@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pickle
+
+import pytest
 import torch
 
+from crfhead.data import features as features_module
 from crfhead.data.features import FeatureTemplates, word_shape
 from crfhead.data.sentence import Sentence
 from crfhead.data.vocab import Vocab
@@ -64,3 +68,48 @@ def test_word_shape_cached_same() -> None:
     assert word_shape("Kestrel") == "Xx"
     assert word_shape("$12.5") == "$d.d"
     assert word_shape("Kestrel") == "Xx"
+
+
+def _oracle(
+    templates: FeatureTemplates, lists: list[list[str]], stoi: dict[str, int]
+) -> torch.Tensor:
+    """The ids by looking up every string, padded as :meth:`FeatureTemplates.ids` pads."""
+    T = max((len(t) for t in lists), default=0)
+    per = [[[stoi.get(f, 0) for f in fs] for fs in templates(t)] for t in lists]
+    F = max([len(fs) for sent in per for fs in sent] + [1])
+    want = torch.zeros(len(lists), T, F, dtype=torch.long)
+    for i, sent in enumerate(per):
+        for j, fs in enumerate(sent):
+            want[i, j, : len(fs)] = torch.tensor(fs, dtype=torch.long)
+    return want
+
+
+def test_the_kept_word_table_follows_a_growing_vocab_another_vocab_and_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One instance across calls: each call equals string lookup in the mapping it is given."""
+    templates = FeatureTemplates()
+    lists = TOKENS[2:4]
+    vocab = templates.build_vocab([Sentence(lists[1])])  # knows "the" only
+    first = templates.ids(lists, vocab.stoi)
+    assert torch.equal(first, _oracle(templates, lists, vocab.stoi))
+    for feats in templates(lists[0]):  # the vocabulary grows: every word's ids are read again
+        for f in feats:
+            vocab.add(f)
+    grown = templates.ids(lists, vocab.stoi)
+    assert torch.equal(grown, _oracle(templates, lists, vocab.stoi))
+    assert not torch.equal(grown, first)
+    other = {f: i + 7 for i, f in enumerate(vocab.stoi)}  # the same size, other ids
+    assert torch.equal(templates.ids(lists, other), _oracle(templates, lists, other))
+    monkeypatch.setattr(features_module, "_CACHED_WORDS", 2)  # the table is cleared as it fills
+    assert torch.equal(templates.ids(lists, other), _oracle(templates, lists, other))
+    assert torch.equal(templates.ids(TOKENS, other), _oracle(templates, TOKENS, other))
+
+
+def test_a_pickled_instance_leaves_its_table_behind() -> None:
+    templates = FeatureTemplates()
+    vocab = templates.build_vocab([Sentence(TOKENS[2])])
+    want = templates.ids(TOKENS, vocab.stoi)
+    copy = pickle.loads(pickle.dumps(templates))
+    assert copy._cache is None and templates._cache is not None
+    assert torch.equal(copy.ids(TOKENS, vocab.stoi), want)
