@@ -230,14 +230,14 @@ def _window_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor
 
 
 def _chain_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor:
-    """``(C,)`` float64 ``Z_c / Z`` of every case as whole clamped chains, in one engine call.
+    """``(C,)`` float64 ``Z_c / Z`` of every case as whole clamped chains, all in the same calls.
 
     Each case is the sentence's chain with its clamps applied to the emissions (a tag outside the
     clamp's set is :data:`~crfhead.numerics.IMPOSSIBLE`); the sentences' chains ride in the same
     call for ``Z``, in float64 (as the windows: a ratio of two float32 partition functions of
     large scores loses digits). A sentence with no valid path gives ratio 0.
     """
-    B, T, K = pot.shape
+    B = pot.shape[0]
     device = pot.emissions.device
     emissions, transitions, start, end = (x.to(torch.float64) for x in pot.chain[:4])
     rows = _ids(cases.row, device)
@@ -245,17 +245,19 @@ def _chain_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor:
     word = _ids(cases.first, device)[case_of] + _ids(cases.clamp_offset, device)
     # (B, T): the time of each row's i-th word first, in order (a stable sort of the mask).
     word_time = torch.sort((~pot.mask).to(torch.int8), dim=1, stable=True).indices
-    keep = torch.ones(len(cases.row), T, K, dtype=torch.bool, device=device)
-    keep[case_of, word_time[rows[case_of], word]] = table.to(device)[_ids(cases.clamp_set, device)]
-    clamped = torch.where(keep, emissions[rows], emissions.new_tensor(IMPOSSIBLE))
-    if pot.per_position:
-        transitions = torch.cat([transitions, transitions[rows]])
+    # Each chain's sentence, the B sentences first; the cases' rows copied, then clamped in place
+    # (a tag outside the clamp's set impossible at the clamped word).
+    which = torch.cat([torch.arange(B, device=device), rows])  # (B + C,)
+    stacked_emissions = emissions.index_select(0, which)  # (B + C, T, K) float64
+    at = (B + case_of, word_time[rows[case_of], word])
+    sets = table.to(device)[_ids(cases.clamp_set, device)]  # (M, K)
+    stacked_emissions[at] = torch.where(sets, stacked_emissions[at], IMPOSSIBLE)
     stacked = ChainPotentials(
-        emissions=torch.cat([emissions, clamped]),
-        transitions=transitions,
+        emissions=stacked_emissions,
+        transitions=transitions.index_select(0, which) if pot.per_position else transitions,
         start=start,
         end=end,
-        mask=torch.cat([pot.mask, pot.mask[rows]]),
+        mask=pot.mask.index_select(0, which),
     )
     # Many cases have no labelling at all (an entity's reading the head's constraints forbid). The
     # kernel recomputes a chain without a path in log space, at several times the cost of all the
