@@ -25,6 +25,7 @@ from torch import Tensor
 from crfhead.data.features import FeatureTemplates
 from crfhead.data.sentence import ANY, LabelVocab, Sentence
 from crfhead.data.vocab import Vocab
+from crfhead.tensors import long_tensor
 
 __all__ = ["PAD_LABEL", "Batch", "Collator", "collator_for"]
 
@@ -141,7 +142,7 @@ class Collator:
     def _scatter(mask: Tensor, ids: list[int], fill: int) -> Tensor:
         """``(B, T)`` long: ``ids`` (one per real token, row by row) under ``mask``, ``fill`` elsewhere."""
         out = torch.full(mask.shape, fill, dtype=torch.long)
-        out[mask] = torch.tensor(ids, dtype=torch.long)
+        out[mask] = long_tensor(ids)
         return out
 
     def _chars(self, mask: Tensor, tokens: list[str]) -> Tensor:
@@ -157,7 +158,7 @@ class Collator:
         chars = torch.zeros(*mask.shape, C, dtype=torch.long)
         if table:
             rows = torch.tensor(table, dtype=torch.long)  # (U, C), one row per distinct word
-            chars[mask] = rows.index_select(0, torch.tensor(index, dtype=torch.long))
+            chars[mask] = rows.index_select(0, long_tensor(index))
         return chars
 
     def _allowed(self, sentences: list[Sentence], tags: Tensor, T: int) -> Tensor:

@@ -19,6 +19,7 @@ from torch import Tensor
 
 from crfhead.data.sentence import Sentence
 from crfhead.data.vocab import Vocab
+from crfhead.tensors import long_tensor
 
 __all__ = ["TEMPLATES", "FeatureTemplates", "word_shape"]
 
@@ -138,7 +139,7 @@ class FeatureTemplates:
             words.extend([-1] * (T - len(tokens)))
         U = len(index)
         vocab = list(index)
-        W = torch.tensor(words, dtype=torch.long).reshape(B, T)
+        W = long_tensor(words).reshape(B, T)
         lengths = torch.tensor([len(x) for x in token_lists])
         valid = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
         W = torch.where(valid, W, U + 2)

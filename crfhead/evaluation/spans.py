@@ -51,7 +51,6 @@ is several times faster than the forward-backward's Python steps.
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import functools
 from collections.abc import Sequence
@@ -65,6 +64,7 @@ from crfhead.engine.potentials import ChainPotentials
 from crfhead.heads.base import ChainHead
 from crfhead.numerics import IMPOSSIBLE
 from crfhead.schemes import Span, canonical_scheme, split_label
+from crfhead.tensors import long_tensor
 
 __all__ = ["CLAMPED_UP_TO", "span_probabilities", "span_probabilities_from"]
 
@@ -140,13 +140,6 @@ def _span_cases(span: Span, times: Sequence[int], sets: _TagSets) -> list[list[_
     return cases
 
 
-def _ids(values: list[int], device: torch.device | str = "cpu") -> Tensor:
-    """``values`` as an int64 tensor: through an ``array`` buffer, a fifth of ``torch.tensor``'s time."""
-    if not values:
-        return torch.zeros(0, dtype=torch.long, device=device)
-    return torch.frombuffer(array.array("q", values), dtype=torch.int64).to(device)
-
-
 class _Cases:
     """The clamped windows of a batch's spans, as :func:`~crfhead.engine.messages.clamped_ratios` takes them."""
 
@@ -218,13 +211,13 @@ def _window_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor
         chain,
         alpha,
         beta,
-        _ids(cases.row),
-        _ids(cases.first),
-        _ids(cases.length),
+        long_tensor(cases.row),
+        long_tensor(cases.first),
+        long_tensor(cases.length),
         (
-            _ids(cases.clamp_case),
-            _ids(cases.clamp_offset),
-            table[_ids(cases.clamp_set)],
+            long_tensor(cases.clamp_case),
+            long_tensor(cases.clamp_offset),
+            table[long_tensor(cases.clamp_set)],
         ),
     )
 
@@ -240,9 +233,9 @@ def _chain_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor:
     B = pot.shape[0]
     device = pot.emissions.device
     emissions, transitions, start, end = (x.to(torch.float64) for x in pot.chain[:4])
-    rows = _ids(cases.row, device)
-    case_of = _ids(cases.clamp_case, device)
-    word = _ids(cases.first, device)[case_of] + _ids(cases.clamp_offset, device)
+    rows = long_tensor(cases.row, device)
+    case_of = long_tensor(cases.clamp_case, device)
+    word = long_tensor(cases.first, device)[case_of] + long_tensor(cases.clamp_offset, device)
     # (B, T): the time of each row's i-th word first, in order (a stable sort of the mask).
     word_time = torch.sort((~pot.mask).to(torch.int8), dim=1, stable=True).indices
     # Each chain's sentence, the B sentences first; the cases' rows copied, then clamped in place
@@ -250,7 +243,7 @@ def _chain_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor:
     which = torch.cat([torch.arange(B, device=device), rows])  # (B + C,)
     stacked_emissions = emissions.index_select(0, which)  # (B + C, T, K) float64
     at = (B + case_of, word_time[rows[case_of], word])
-    sets = table.to(device)[_ids(cases.clamp_set, device)]  # (M, K)
+    sets = table.to(device)[long_tensor(cases.clamp_set, device)]  # (M, K)
     stacked_emissions[at] = torch.where(sets, stacked_emissions[at], IMPOSSIBLE)
     stacked = ChainPotentials(
         emissions=stacked_emissions,
@@ -328,7 +321,7 @@ def _probabilities(
         table = torch.tensor(sets.vectors, dtype=torch.bool).reshape(-1, K)
         short = int(max(lengths, default=0)) <= CLAMPED_UP_TO
         ratios = (_chain_ratios if short else _window_ratios)(pot, cases, table)  # (C,) Z_c / Z
-        totals = totals.index_add(0, _ids(cases.span), ratios)
+        totals = totals.index_add(0, long_tensor(cases.span), ratios)
     flat = totals.clamp(0.0, 1.0).tolist()
     out: list[list[float]] = []
     offset = 0

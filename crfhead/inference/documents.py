@@ -321,6 +321,8 @@ def uncuttable_seams(wins: Sequence[range], whole: Sequence[Span]) -> list[int]:
     for an overlap under two tokens (a hard cut): a span of ``whole`` (chain-level inclusive token
     indices) that covers all of them cannot come out of one window whole.
     """
+    if len(wins) < 2 or not whole:
+        return []  # no seam, or nothing that a cut could split
     kept = {p + 1 for p in _crossings(whole)}
     out = []
     for i in range(len(wins) - 1):
