@@ -441,12 +441,28 @@ void log_space_one(const Chain<S>& c, int64_t b, const int64_t* pos, int64_t n, 
   w.tmp.resize(K * K);
   auto tr_at = [&](int64_t i, int64_t j, int64_t k) -> double { return c.edge(b, pos[i])[j * K + k]; };
   auto em_at = [&](int64_t i, int64_t k) -> double { return c.emission(b, pos[i])[k]; };
-  for (int64_t k = 0; k < K; ++k) w.la[k] = static_cast<double>(c.start[k]) + em_at(0, k);
-  for (int64_t i = 1; i < n; ++i)
+  // A tag whose emission is -inf stays -inf (its K-term sum is skipped); a position where every tag
+  // is -inf ends the pass: no valid path, log Z = -inf exactly (clamped and constrained chains
+  // without a path reach here, and die where the constraint bites).
+  bool alive = false;
+  for (int64_t k = 0; k < K; ++k) {
+    w.la[k] = static_cast<double>(c.start[k]) + em_at(0, k);
+    alive |= w.la[k] != kNegInf;
+  }
+  for (int64_t i = 1; i < n && alive; ++i) {
+    alive = false;
     for (int64_t k = 0; k < K; ++k) {
+      const double e = em_at(i, k);
+      if (e == kNegInf) continue;  // w.la is -inf there already
       for (int64_t j = 0; j < K; ++j) w.tmp[j] = w.la[(i - 1) * K + j] + tr_at(i, j, k);
-      w.la[i * K + k] = logsumexp(w.tmp.data(), K) + em_at(i, k);
+      w.la[i * K + k] = logsumexp(w.tmp.data(), K) + e;
+      alive |= w.la[i * K + k] != kNegInf;
     }
+  }
+  if (!alive) {
+    out.set_logz(b, kNegInf);
+    return;  // the marginals stay 0
+  }
   for (int64_t k = 0; k < K; ++k) w.tmp[k] = w.la[(n - 1) * K + k] + c.end[k];
   const double logz = logsumexp(w.tmp.data(), K);
   out.set_logz(b, logz);
