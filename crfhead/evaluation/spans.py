@@ -257,17 +257,9 @@ def _chain_ratios(pot: ChainPotentials, cases: _Cases, table: Tensor) -> Tensor:
     # others together; the best path's score (max-product, in log space: fast) finds them, exactly
     # (-inf just when no labelling has a finite score), and only the others are summed.
     live = engine.viterbi(stacked)[0] > float("-inf")  # (B + C,)
-    log_z = torch.full(live.shape, float("-inf"), dtype=torch.float64, device=device)
-    if bool(live.any()):
-        per_row = stacked.transitions[live] if pot.per_position else stacked.transitions
-        log_z[live] = engine.log_partition(
-            dataclasses.replace(
-                stacked,
-                emissions=stacked.emissions[live],
-                transitions=per_row,
-                mask=stacked.mask[live],
-            )
-        )
+    # The others are masked out whole (an empty chain costs nothing), not copied out.
+    summed = engine.log_partition(dataclasses.replace(stacked, mask=stacked.mask & live[:, None]))
+    log_z = torch.where(live, summed, float("-inf"))  # (B + C,)
     whole = log_z[:B][rows]
     ratios = torch.where(whole > float("-inf"), log_z[B:] - whole, float("-inf")).exp()
     return ratios.cpu()
