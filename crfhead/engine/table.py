@@ -3,8 +3,9 @@
 An :class:`Op` names its portable function (the reference, and the fallback of every backend that
 does not fuse it), its gradient rule (:class:`Grad`) and whether a backend's custom op may run it
 while ``torch.compile``/``torch.export`` trace. A backend module registers the ops it fuses by name
-(its ``FUSED`` kernels, which take the raw :data:`~crfhead.engine.potentials.Chain`; ``TRACED``,
-custom ops for tracing; ``CHECKED``, ops whose kernel checks its own arguments; ``scale_grads`` and
+(its ``FUSED`` kernels, which take the raw :data:`~crfhead.engine.potentials.Chain`; ``EAGER``, a
+function giving the ops whose eager call is one op with its own gradient rule, the op's whole
+result; ``TRACED``, custom ops for tracing; ``CHECKED``, ops whose kernel checks its own arguments; ``scale_grads`` and
 ``glue``); a backend never imports this module. :func:`run` asks once per call whether it is
 tracing, resolves the backend (:func:`~crfhead.engine.backends.select.resolve`), picks the kernel or
 the portable function, and wraps the gradient by the op's rule.
@@ -106,6 +107,7 @@ class Backend:
     checked: frozenset[str]
     scale_grads: Scale
     glue: Callable[..., contextlib.AbstractContextManager[None]]
+    eager: Callable[[], Mapping[str, Callable[..., Any]]]
 
 
 @functools.cache
@@ -119,7 +121,12 @@ def registered(name: str) -> Backend:
         getattr(module, "CHECKED", frozenset()),
         module.scale_grads,
         module.glue,
+        getattr(module, "EAGER", _no_eager),
     )
+
+
+def _no_eager() -> Mapping[str, Callable[..., Any]]:
+    return {}
 
 
 _PORTABLE_PARTS = {
@@ -172,6 +179,10 @@ def _run(op: Op, pot: ChainPotentials, args: tuple[Any, ...], backend: str | Non
     if op.check is not None and not tracing and name not in where.checked:
         op.check(pot, *args)
     differentiable = pot.differentiable
+    if not tracing:
+        lean = where.eager().get(name)
+        if lean is not None and (op.grad is Grad.FUSED or not differentiable):
+            return lean(pot.chain, *args)
     if tracing:
         kern = where.traced.get(name) if op.traced else None
         if kern is not None and op.grad is Grad.FUSED:  # a custom op with its own autograd

@@ -5,8 +5,10 @@ loads the library; :mod:`~crfhead.engine.backends.cpu.abi` is its one signature 
 wrappers generated from it; :mod:`~crfhead.engine.backends.cpu.threads` chooses the threads of a
 call; :mod:`~crfhead.engine.backends.cpu.kernels` holds the ops, one native call each (two for the
 max-marginals and samples). This module registers them with the op table (:mod:`crfhead.engine.table`):
-:data:`FUSED` in eager mode, :data:`TRACED` (the custom ops of :mod:`~crfhead.engine.backends.cpu.custom_ops`)
-while ``torch.compile``/``torch.export`` trace.
+:data:`FUSED` in eager mode, :data:`EAGER` (the loss, ``log Z`` and Viterbi as dispatcher ops with a
+C++ gradient rule, :mod:`~crfhead.engine.backends.cpu.eager`) ahead of them where that library
+loads, :data:`TRACED` (the custom ops of :mod:`~crfhead.engine.backends.cpu.custom_ops`) while
+``torch.compile``/``torch.export`` trace.
 
 Semantics are the portable engine's: masks with holes, empty rows, shared or per-edge transitions,
 start/end, float32/float64 (half types arrive upcast), gradients to emissions, transitions, start and
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crfhead.engine.backends.cpu import custom_ops, kernels
+from crfhead.engine.backends.cpu import custom_ops, eager, kernels
 from crfhead.engine.backends.cpu.kernels import glue, scale_grads
 from crfhead.engine.backends.cpu.native import (
     FLAGS,
@@ -37,6 +39,7 @@ from crfhead.engine.backends.cpu.threads import PARALLEL_WORK, lanes, serial_tor
 
 __all__ = [
     "CHECKED",
+    "EAGER",
     "FLAGS",
     "FUSED",
     "NO_OPENMP",
@@ -68,5 +71,7 @@ FUSED: Mapping[str, Callable[..., Any]] = {
 """Every op of :mod:`crfhead.engine.table`, fused (kernels on the raw chain)."""
 TRACED: Mapping[str, Callable[..., Any]] = custom_ops.TRACED
 """The ops that run as custom ops while tracing (the others run portable then)."""
+EAGER: Callable[[], Mapping[str, Callable[..., Any]]] = eager.registered
+"""The ops whose eager call is one dispatcher op of :mod:`~crfhead.engine.backends.cpu.eager`."""
 CHECKED: frozenset[str] = frozenset({"nll"})
 """The loss's kernel checks the tags' range itself (before any work)."""

@@ -1,0 +1,160 @@
+"""The cpu backend's eager ops (``csrc/chain_ops.cpp``): the same results as the ctypes path, bit for bit.
+
+The ops run the same kernel entry points, so every value, gold score, gradient, Viterbi score and
+path must equal the ctypes path's exactly (``CRFHEAD_EAGER_OPS=0``), on chains with holes, empty
+rows, per-edge transitions, ``-inf`` constraints, extreme scores and mixed dtypes. Gradcheck and
+double backward of the C++ rule are in ``test_autograd.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from crfhead import CRF, engine
+from crfhead.engine.backends.select import available
+from crfhead.engine.potentials import ChainPotentials
+from tests.helpers import constrained_chain, random_chain
+
+pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="no C++ compiler here")
+
+
+def _eager() -> object:
+    from crfhead.engine.backends.cpu import eager
+
+    return eager
+
+
+def test_the_eager_ops_build_and_load_wherever_the_kernel_does() -> None:
+    ok, why = _eager().status()  # type: ignore[attr-defined]
+    assert ok, why
+
+
+def _run(pot: ChainPotentials, tags: torch.Tensor, weights: torch.Tensor) -> dict[str, object]:
+    """Every result the eager ops give, with the gradients of a weighted sum of the losses."""
+    leaves = tuple(x.detach().clone().requires_grad_(True) for x in pot.chain[:4])
+    chain = ChainPotentials(*leaves, pot.mask)
+    loss, gold = engine.nll(chain, tags)
+    grads = torch.autograd.grad((loss * weights).sum(), leaves)
+    logz = engine.log_partition(chain)
+    logz_grads = torch.autograd.grad((logz * weights).sum(), leaves)
+    with torch.no_grad():
+        scores, paths = engine.viterbi(chain)
+    return {
+        "loss": loss.detach(),
+        "gold": gold,
+        "grads": grads,
+        "logz": logz.detach(),
+        "logz_grads": logz_grads,
+        "scores": scores,
+        "paths": paths,
+        "node": loss.grad_fn.name(),  # type: ignore[union-attr]
+    }
+
+
+def _same(a: object, b: object) -> None:
+    if isinstance(a, tuple):
+        assert isinstance(b, tuple)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        nan = a.isnan()
+        assert torch.equal(nan, b.isnan()), (a, b)
+        assert torch.equal(a.masked_fill(nan, 0), b.masked_fill(nan, 0)), (a, b)
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", ["holes", "constrained", "extreme", "empty rows", "length 1"])
+def test_eager_ops_equal_the_ctypes_path_bit_for_bit(
+    case: str, dtype: torch.dtype, per_position: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    B, T, K = 11, 7, 5
+    if case == "constrained":
+        c = constrained_chain(3, B, T, K, per_position)
+    else:
+        c = random_chain(3, B, T if case != "length 1" else 1, K, per_position, dtype=torch.float64)
+        if case == "extreme":
+            c.emissions = c.emissions * 3000.0
+        if case == "empty rows":
+            c.mask[2] = False
+            c.mask[B - 1] = False
+    scores = (c.emissions, c.transitions, c.start, c.end)
+    pot = ChainPotentials(*(x.to(dtype) for x in scores), c.mask)
+    g = torch.Generator().manual_seed(5)
+    T = pot.shape[1]
+    tags = torch.randint(0, K, (B, T), generator=g)
+    if case == "constrained":  # a gold path the constraints allow: the best one
+        tags = torch.where(c.mask, engine.viterbi(pot)[1].clamp(min=0), 0)
+    weights = torch.rand(B, generator=g, dtype=dtype)
+    monkeypatch.setenv("CRFHEAD_EAGER_OPS", "1")
+    fast = _run(pot, tags, weights)
+    monkeypatch.setenv("CRFHEAD_EAGER_OPS", "0")
+    slow = _run(pot, tags, weights)
+    assert "crfhead::FusedChain" in str(fast["node"])
+    assert slow["node"] == "ChainFunctionBackward"
+    for key in ("loss", "gold", "grads", "logz", "logz_grads", "scores", "paths"):
+        _same(fast[key], slow[key])
+
+
+def test_eager_loss_takes_each_input_in_its_own_dtype() -> None:
+    """float64 emissions with float32 scores: computed in float64, each gradient in its input's dtype."""
+    c = random_chain(0, 4, 6, 3)
+    em = c.emissions.clone().requires_grad_(True)
+    tr, st, en = (x.float().requires_grad_(True) for x in (c.transitions, c.start, c.end))
+    loss, _ = engine.nll(
+        ChainPotentials(em, tr, st, en, c.mask), torch.zeros(4, 6, dtype=torch.long)
+    )
+    assert loss.dtype == torch.float64
+    loss.sum().backward()
+    assert em.grad is not None and em.grad.dtype == torch.float64
+    for x in (tr, st, en):
+        assert x.grad is not None and x.grad.dtype == torch.float32
+    want = engine.nll(
+        ChainPotentials(c.emissions, tr.double(), st.double(), en.double(), c.mask),
+        torch.zeros(4, 6, dtype=torch.long),
+        backend="portable",
+    )[0]
+    assert torch.allclose(loss.detach(), want.detach(), atol=1e-5)
+
+
+def test_eager_loss_refuses_an_out_of_range_tag_naming_it() -> None:
+    c = random_chain(0, 2, 4, 3, holes=False)
+    tags = torch.zeros(2, 4, dtype=torch.long)
+    tags[1, 2] = 3
+    em = c.emissions.requires_grad_(True)
+    with pytest.raises(ValueError, match=r"tag 3 at unmasked position \(batch 1, time 2\)"):
+        engine.nll(ChainPotentials(em, c.transitions, c.start, c.end, c.mask), tags)
+
+
+def test_the_crf_layer_trains_through_the_cpp_rule() -> None:
+    """The wiring: a CRF loss on CPU is the eager op's node (a silent fallback would fail here)."""
+    crf = CRF(5)
+    em = torch.randn(3, 4, 5, requires_grad=True)
+    loss = crf.nll(em, torch.zeros(3, 4, dtype=torch.long), reduction="none")
+    assert "crfhead::FusedChain" in loss.grad_fn.name()  # type: ignore[union-attr]
+
+
+def test_a_failed_build_falls_back_to_the_ctypes_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    eager = _eager()
+    monkeypatch.setattr(eager, "_ops", None)
+    monkeypatch.setattr(eager, "_error", None)
+
+    def fail(*_: object, **__: object) -> None:
+        raise RuntimeError("compiling chain_ops.cpp failed: error: no torch headers")
+
+    monkeypatch.setattr(eager.native, "build_library", fail)  # type: ignore[attr-defined]
+    assert eager.registered() == {}  # type: ignore[attr-defined]
+    assert eager.status() == (False, "compiling chain_ops.cpp failed: error: no torch headers")  # type: ignore[attr-defined]
+    c = random_chain(1, 3, 5, 4)
+    em = c.emissions.requires_grad_(True)
+    loss, _ = engine.nll(ChainPotentials(em, c.transitions, c.start, c.end, c.mask), c.mask.long())
+    assert loss.grad_fn is not None and loss.grad_fn.name() == "ChainFunctionBackward"
+    want = engine.nll(
+        ChainPotentials(c.emissions, c.transitions, c.start, c.end, c.mask),
+        c.mask.long(),
+        backend="portable",
+    )[0]
+    assert torch.allclose(loss.detach(), want.detach())
