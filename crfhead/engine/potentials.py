@@ -144,6 +144,16 @@ def _check_float(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
 
 
+def _check_vector(name: str, vec: Tensor, shape: tuple[int, int, int]) -> None:
+    _check_float(name, vec)
+    K = shape[2]
+    if vec.shape != (K,):
+        raise ValueError(
+            f"{name} must be (K,) = {(K,)} for emissions of shape {shape}, "
+            f"got shape {tuple(vec.shape)}"
+        )
+
+
 def _refuse_chain(
     emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
 ) -> bool:
@@ -202,62 +212,61 @@ def make_potentials(
     dtype = compute_dtype(emissions.dtype)
     device = emissions.device
     _check_float("transitions", transitions)
-    if tuple(transitions.shape) not in ((K, K), (B, max(T - 1, 0), K, K)):
+    if transitions.shape != (K, K) and transitions.shape != (B, max(T - 1, 0), K, K):
         raise ValueError(
             f"transitions must be (K, K) = {(K, K)} or (B, T-1, K, K) = {(B, max(T - 1, 0), K, K)} "
             f"for emissions of shape {(B, T, K)}, got shape {tuple(transitions.shape)}"
         )
-    ends = []
-    for name, vec in (("start", start), ("end", end)):
-        if vec is None:
-            ends.append(emissions.new_zeros(K, dtype=dtype))
-            continue
-        _check_float(name, vec)
-        if tuple(vec.shape) != (K,):
-            raise ValueError(
-                f"{name} must be (K,) = {(K,)} for emissions of shape {(B, T, K)}, "
-                f"got shape {tuple(vec.shape)}"
-            )
-        ends.append(vec)
+    if start is None:
+        start = emissions.new_zeros(K, dtype=dtype)
+    else:
+        _check_vector("start", start, (B, T, K))
+    if end is None:
+        end = emissions.new_zeros(K, dtype=dtype)
+    else:
+        _check_vector("end", end, (B, T, K))
     if mask is None:
         mask = torch.ones(B, T, dtype=torch.bool, device=device)
     else:
         mask = as_bool_mask(mask)
-        if tuple(mask.shape) != (B, T):
+        if mask.shape != (B, T):
             raise ValueError(
                 f"mask must be (B, T) = {(B, T)} for emissions of shape {(B, T, K)}, "
                 f"got shape {tuple(mask.shape)}"
             )
-    for name, x in (
-        ("transitions", transitions),
-        ("start", ends[0]),
-        ("end", ends[1]),
-        ("mask", mask),
+    if (
+        transitions.device != device
+        or start.device != device
+        or end.device != device
+        or mask.device != device
     ):
-        if x.device != device:
-            raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
+        for name, x in (
+            ("transitions", transitions),
+            ("start", start),
+            ("end", end),
+            ("mask", mask),
+        ):
+            if x.device != device:
+                raise ValueError(f"{name} is on {x.device} but emissions are on {device}")
 
     # Padding may hold anything (NaN, +-inf); it becomes 0, so that no recursion, and no gradient
     # through an unselected branch, ever meets it.
     if is_tracing():
         fill = torch.zeros((), dtype=emissions.dtype, device=device)
         if not onnx_exporting():  # the check at run time; its zero is the fill (never dead code)
-            chain = (emissions, transitions, ends[0], ends[1], mask)
+            chain = (emissions, transitions, start, end, mask)
             fill = refuse_non_finite_op(*(x.detach() for x in chain))
         emissions = torch.where(mask[..., None], emissions, fill)
-    elif not _refuse_chain(emissions, transitions, ends[0], ends[1], mask):
+    elif not _refuse_chain(emissions, transitions, start, end, mask):
         emissions = torch.where(mask[..., None], emissions, torch.zeros((), dtype=emissions.dtype))
 
-    def prep(x: Tensor) -> Tensor:
-        return x if x.dtype == dtype else x.to(dtype)
-
-    return ChainPotentials(
-        emissions=prep(emissions),
-        transitions=prep(transitions),
-        start=prep(ends[0]),
-        end=prep(ends[1]),
-        mask=mask,
-    )
+    if emissions.dtype != dtype:
+        emissions = emissions.to(dtype)
+    if transitions.dtype != dtype or start.dtype != dtype or end.dtype != dtype:
+        transitions, start, end = (
+            x if x.dtype == dtype else x.to(dtype) for x in (transitions, start, end)
+        )
+    return ChainPotentials(emissions, transitions, start, end, mask)
 
 
 def constrain(scores: Tensor, allowed: Tensor) -> Tensor:

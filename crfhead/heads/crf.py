@@ -62,9 +62,10 @@ class CRF(ChainHead):
             mask: ``(B, T)`` bool or ``None``.
         """
         self._check_emissions(emissions)
-        trans: Tensor = self.transitions
-        start: Tensor = self.start_transitions
-        end: Tensor = self.end_transitions
+        scores = self._parameters  # the module's own dict: no nn.Module.__getattr__ per score
+        trans: Tensor = scores["transitions"]  # type: ignore[assignment]
+        start: Tensor = scores["start_transitions"]  # type: ignore[assignment]
+        end: Tensor = scores["end_transitions"]  # type: ignore[assignment]
         if self.constrained:
             trans = constrain(trans, self.allowed_transitions)
             start = constrain(start, self.allowed_start)

@@ -35,7 +35,10 @@ def _run(pot: ChainPotentials, tags: torch.Tensor, weights: torch.Tensor) -> dic
     leaves = tuple(x.detach().clone().requires_grad_(True) for x in pot.chain[:4])
     chain = ChainPotentials(*leaves, pot.mask)
     loss, gold = engine.nll(chain, tags)
-    grads = torch.autograd.grad((loss * weights).sum(), leaves)
+    grads = torch.autograd.grad((loss * weights).sum(), leaves, retain_graph=True)
+    # A reduced loss's gradient arrives expanded (stride 0), a path of its own in the C++ rule.
+    sum_grads = torch.autograd.grad(loss.sum(), leaves, retain_graph=True)
+    mean_grads = torch.autograd.grad(loss.mean(), leaves)
     logz = engine.log_partition(chain)
     logz_grads = torch.autograd.grad((logz * weights).sum(), leaves)
     with torch.no_grad():
@@ -44,6 +47,8 @@ def _run(pot: ChainPotentials, tags: torch.Tensor, weights: torch.Tensor) -> dic
         "loss": loss.detach(),
         "gold": gold,
         "grads": grads,
+        "sum_grads": sum_grads,
+        "mean_grads": mean_grads,
         "logz": logz.detach(),
         "logz_grads": logz_grads,
         "scores": scores,
@@ -95,7 +100,7 @@ def test_eager_ops_equal_the_ctypes_path_bit_for_bit(
     slow = _run(pot, tags, weights)
     assert "crfhead::FusedChain" in str(fast["node"])
     assert slow["node"] == "ChainFunctionBackward"
-    for key in ("loss", "gold", "grads", "logz", "logz_grads", "scores", "paths"):
+    for key in ("loss", "gold", "grads", "sum_grads", "mean_grads", "logz", "logz_grads", "scores", "paths"):
         _same(fast[key], slow[key])
 
 

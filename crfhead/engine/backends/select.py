@@ -148,7 +148,6 @@ def resolve(
     if is_tracing() if tracing is None else tracing:
         return _traced(device, _check(requested or _ambient()))
     name = _check(requested or _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto")
-    interpret = os.environ.get("TRITON_INTERPRET") == "1"
     if name == "auto":
         fused = _AUTO.get(device.type)
         if fused is None:
@@ -166,6 +165,7 @@ def resolve(
         return name
     if name == "cpu" and device.type != "cpu":
         raise ValueError(f"the cpu backend runs on CPU tensors, got tensors on {device}")
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
     if name == "triton" and device.type != "cuda" and not (interpret and device.type == "cpu"):
         raise ValueError(
             f"the triton backend runs on CUDA tensors (or CPU ones with TRITON_INTERPRET=1), got {device}"

@@ -24,6 +24,7 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace crfhead {
 
@@ -160,10 +161,20 @@ variable_list run_scale(const Tensor& grad, const std::array<Tensor, 4>& p, int6
     d_tr = per_position ? at::empty({B, std::max<int64_t>(T - 1, 0), K, K}, o) : at::empty({K, K}, o);
   Tensor d_st = need[2] ? at::empty({K}, o) : Tensor();
   Tensor d_en = need[3] ? at::empty({K}, o) : Tensor();
-  const Tensor g = (grad.scalar_type() == p[0].scalar_type() ? grad : grad.to(p[0].scalar_type()))
-                       .contiguous();
-  entries<S>().scale(g.data_ptr<S>(), ptr<S>(p[0]), ptr<S>(p[1]), ptr<S>(p[2]), ptr<S>(p[3]), B, T,
-                     K, per_position, ptr<S>(d_em), ptr<S>(d_tr), ptr<S>(d_st), ptr<S>(d_en));
+  // A reduced loss's gradient arrives expanded (stride 0): its one value is spread here, not copied
+  // by a torch operation.
+  std::vector<S> spread;
+  Tensor g;
+  const S* gp;
+  if (grad.dim() == 1 && grad.stride(0) == 0 && grad.scalar_type() == p[0].scalar_type()) {
+    spread.assign(B, grad.data_ptr<S>()[0]);
+    gp = spread.data();
+  } else {
+    g = (grad.scalar_type() == p[0].scalar_type() ? grad : grad.to(p[0].scalar_type())).contiguous();
+    gp = g.data_ptr<S>();
+  }
+  entries<S>().scale(gp, ptr<S>(p[0]), ptr<S>(p[1]), ptr<S>(p[2]), ptr<S>(p[3]), B, T, K,
+                     per_position, ptr<S>(d_em), ptr<S>(d_tr), ptr<S>(d_st), ptr<S>(d_en));
   return {d_em, d_tr, d_st, d_en};
 }
 
