@@ -100,7 +100,17 @@ def test_eager_ops_equal_the_ctypes_path_bit_for_bit(
     slow = _run(pot, tags, weights)
     assert "crfhead::FusedChain" in str(fast["node"])
     assert slow["node"] == "ChainFunctionBackward"
-    for key in ("loss", "gold", "grads", "sum_grads", "mean_grads", "logz", "logz_grads", "scores", "paths"):
+    for key in (
+        "loss",
+        "gold",
+        "grads",
+        "sum_grads",
+        "mean_grads",
+        "logz",
+        "logz_grads",
+        "scores",
+        "paths",
+    ):
         _same(fast[key], slow[key])
 
 
