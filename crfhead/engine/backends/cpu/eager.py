@@ -149,7 +149,7 @@ def _chain_check(op: Any) -> Any:
 def _load() -> None:
     global _ops, _error
     try:
-        lib = native.build_library(OPS_SOURCE, flags())
+        lib = native.build_library(OPS_SOURCE, flags(), about="~15 s")
         _ops = _open(lib)
     except (RuntimeError, OSError, subprocess.SubprocessError, AttributeError) as err:
         lines = str(err).strip().splitlines() or [repr(err)]

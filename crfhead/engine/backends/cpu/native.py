@@ -132,12 +132,14 @@ def cached(lib: Path) -> bool:
     return ok
 
 
-def _compile(exe: str, flags: tuple[str, ...], lib: Path, source: Path = SOURCE) -> None:
+def _compile(
+    exe: str, flags: tuple[str, ...], lib: Path, source: Path = SOURCE, about: str = "a few seconds"
+) -> None:
     """Compile ``source`` into ``lib`` and record its fingerprint, atomically (processes may race).
 
     Says so in one line on stderr: the first call that needs the kernel pauses for it.
     """
-    what = "the CPU kernel (~10 s" if source == SOURCE else f"{source.name} (a few seconds"
+    what = "the CPU kernel (~10 s" if source == SOURCE else f"{source.name} ({about}"
     print(
         f"crfhead: compiling {what}, once; cached in {lib.parent})",
         file=sys.stderr,
@@ -176,11 +178,14 @@ def _compiler() -> tuple[str, str]:
     return compiler, exe
 
 
-def build_library(source: Path, flags: tuple[str, ...] = FLAGS) -> Path:
+def build_library(
+    source: Path, flags: tuple[str, ...] = FLAGS, about: str = "a few seconds"
+) -> Path:
     """The shared library of another kernel ``source``, built with ``flags`` on first use and cached.
 
     The same cache, key, fingerprint check and atomic write as this backend's own library (module
-    docstring); for kernels that need neither OpenMP nor the thread setter.
+    docstring); for kernels that need neither OpenMP nor the thread setter. ``about``: how long the
+    compilation takes, for the line that says it is running.
 
     Raises:
         RuntimeError: no compiler, or the compilation failed (its last lines quoted).
@@ -188,7 +193,7 @@ def build_library(source: Path, flags: tuple[str, ...] = FLAGS) -> Path:
     compiler, exe = _compiler()
     lib = library_path(compiler, flags, source)
     if not cached(lib):
-        _compile(exe, flags, lib, source)
+        _compile(exe, flags, lib, source, about)
     return lib
 
 
