@@ -173,3 +173,29 @@ def test_a_failed_build_falls_back_to_the_ctypes_path(monkeypatch: pytest.Monkey
         backend="portable",
     )[0]
     assert torch.allclose(loss.detach(), want.detach())
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_a_summed_loss_gives_its_saved_parts_and_keeps_them_for_a_second_backward(
+    per_position: bool,
+) -> None:
+    """A gradient of ones returns the saved emission (and per-edge) parts as the gradients: a second
+    backward through the retained graph, and gradients accumulated on top, stay exact."""
+    c = random_chain(2, 5, 6, 4, per_position)
+    leaves = tuple(
+        x.clone().requires_grad_(True) for x in (c.emissions, c.transitions, c.start, c.end)
+    )
+    tags = torch.where(c.mask, c.mask.long(), 0)
+    loss, _ = engine.nll(ChainPotentials(*leaves, c.mask), tags)
+    loss.sum().backward(retain_graph=True)
+    first = [x.grad.clone() for x in leaves]  # type: ignore[union-attr]
+    for x in leaves:
+        x.grad.mul_(10.0)  # type: ignore[union-attr]  # an optimizer step would change them in place
+    loss.sum().backward()
+    for x, g in zip(leaves, first, strict=True):
+        assert torch.allclose(x.grad, 11.0 * g)  # type: ignore[arg-type]
+    want = torch.autograd.grad(
+        engine.nll(ChainPotentials(*leaves, c.mask), tags, backend="portable")[0].sum(), leaves
+    )
+    for g, w in zip(first, want, strict=True):
+        assert torch.allclose(g, w, atol=1e-10)

@@ -155,26 +155,38 @@ template <typename S>
 variable_list run_scale(const Tensor& grad, const std::array<Tensor, 4>& p, int64_t B, int64_t T,
                         int64_t K, bool per_position, const std::array<bool, 4>& need) {
   const auto o = p[0].options();
-  Tensor d_em = need[0] ? at::empty({B, T, K}, o) : Tensor();
-  Tensor d_tr;
-  if (need[1] && p[1].defined())
-    d_tr = per_position ? at::empty({B, std::max<int64_t>(T - 1, 0), K, K}, o) : at::empty({K, K}, o);
+  // A reduced loss's gradient arrives expanded (stride 0): its one value is spread here, not copied
+  // by a torch operation. When that value is 1 (a summed loss), the gradients that are a part
+  // itself (the emissions', per-edge transitions') are the saved part: returned as it is, no
+  // allocation and no pass (the engine releases the saved parts before the gradients accumulate,
+  // so the accumulation takes the tensor over; with retain_graph it copies it).
+  const bool spread_grad =
+      grad.dim() == 1 && grad.stride(0) == 0 && grad.scalar_type() == p[0].scalar_type();
+  const bool ones = spread_grad && grad.data_ptr<S>()[0] == S(1);
+  Tensor d_em, d_tr;
+  if (need[0]) d_em = ones ? p[0] : at::empty({B, T, K}, o);
+  if (need[1] && p[1].defined()) {
+    if (!per_position)
+      d_tr = at::empty({K, K}, o);
+    else
+      d_tr = ones ? p[1] : at::empty({B, std::max<int64_t>(T - 1, 0), K, K}, o);
+  }
   Tensor d_st = need[2] ? at::empty({K}, o) : Tensor();
   Tensor d_en = need[3] ? at::empty({K}, o) : Tensor();
-  // A reduced loss's gradient arrives expanded (stride 0): its one value is spread here, not copied
-  // by a torch operation.
   std::vector<S> spread;
   Tensor g;
   const S* gp;
-  if (grad.dim() == 1 && grad.stride(0) == 0 && grad.scalar_type() == p[0].scalar_type()) {
+  if (spread_grad) {
     spread.assign(B, grad.data_ptr<S>()[0]);
     gp = spread.data();
   } else {
     g = (grad.scalar_type() == p[0].scalar_type() ? grad : grad.to(p[0].scalar_type())).contiguous();
     gp = g.data_ptr<S>();
   }
+  S* em_out = ones ? nullptr : ptr<S>(d_em);
+  S* tr_out = ones && per_position ? nullptr : ptr<S>(d_tr);
   entries<S>().scale(gp, ptr<S>(p[0]), ptr<S>(p[1]), ptr<S>(p[2]), ptr<S>(p[3]), B, T, K,
-                     per_position, ptr<S>(d_em), ptr<S>(d_tr), ptr<S>(d_st), ptr<S>(d_en));
+                     per_position, em_out, tr_out, ptr<S>(d_st), ptr<S>(d_en));
   return {d_em, d_tr, d_st, d_en};
 }
 
