@@ -1,0 +1,132 @@
+"""The eager call against its kernel: ``CRF`` loss (forward + backward) and decode over the kernel's entry points.
+
+    .venv/bin/python scripts/bench_eager.py [--sizes 32,50,9 8,1024,9] [--rounds 15] [--calls 100]
+                                            [--against /path/to/other/checkout]
+
+The ``crfhead-kernel`` column of ``bench_chain.py`` on one thread, interleaved so that a noisy
+machine moves both sides alike: each round times ``--calls`` calls of each of the four (the layer's
+loss, the kernel's ``nll_grad`` + ``scale_grads`` on preallocated outputs, the layer's decode, the
+kernel's ``viterbi``) and keeps their medians; the table gives the median over rounds and the ratio
+``layer / kernel`` (the issue's goal: loss within 1.5x, decode within 1.3x). ``--against`` runs the
+same measurement on another checkout of crfhead (``git worktree add /tmp/old REV``) in the same
+process order, one size after the other, so two versions are compared on one machine state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+
+def measure(B: int, T: int, K: int, rounds: int, calls: int) -> dict[str, float]:
+    """Median microseconds per call of each of the four, over ``rounds`` interleaved rounds."""
+    from crfhead import CRF
+    from crfhead.engine.backends.cpu import native
+
+    torch.manual_seed(0)
+    crf = CRF(K)
+    em = torch.randn(B, T, K, requires_grad=True)
+    tags = torch.randint(0, K, (B, T))
+    mask = torch.ones(B, T, dtype=torch.bool)
+    entry = native.entries()
+    scores = (crf.transitions, crf.start_transitions, crf.end_transitions)
+    chain = (em.detach(), *(x.detach() for x in scores), mask)
+    value, gold = torch.empty(B), torch.empty(B)
+    node, edge, first, last = (
+        torch.empty(B, T, K),
+        torch.empty(B, K, K),
+        torch.empty(B, K),
+        torch.empty(B, K),
+    )
+    ones = torch.ones(B)
+    grads = (torch.empty(B, T, K), torch.empty(K, K), torch.empty(K), torch.empty(K))
+    best, paths = torch.empty(B), torch.empty(B, T, dtype=torch.long)
+
+    def kernel_loss() -> None:
+        entry["nll_grad"](chain, tags, value, gold, node, edge, first, last, 1)
+        entry["scale_grads"](ones, node, edge, first, last, B, T, K, 0, *grads)
+
+    def kernel_decode() -> None:
+        entry["viterbi"](chain, best, paths, 1)
+
+    def loss() -> None:
+        for p in crf.parameters():
+            p.grad = None
+        em.grad = None
+        torch.autograd.backward(crf.nll(em, tags, mask, reduction="none").sum())
+
+    def decode() -> None:
+        with torch.no_grad():
+            crf.decode(em, mask)
+
+    fns: dict[str, Callable[[], None]] = {
+        "loss": loss,
+        "kernel loss": kernel_loss,
+        "decode": decode,
+        "kernel decode": kernel_decode,
+    }
+    for fn in fns.values():
+        for _ in range(max(calls, 50)):
+            fn()
+    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+            per_round[name].append(statistics.median(times) * 1e6)
+    return {name: statistics.median(v) for name, v in per_round.items()}
+
+
+def line(size: str, m: dict[str, float], label: str) -> str:
+    loss, decode = m["loss"] / m["kernel loss"], m["decode"] / m["kernel decode"]
+    return (
+        f"| {label} | {size} | {m['loss']:.1f} | {m['kernel loss']:.1f} | {loss:.2f} | "
+        f"{m['decode']:.1f} | {m['kernel decode']:.1f} | {decode:.2f} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=["32,50,9", "64,128,17", "8,1024,9"])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--against", help="another crfhead checkout, measured alternately")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a child's single size
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.one:
+        B, T, K = (int(x) for x in args.one.split(","))
+        m = measure(B, T, K, args.rounds, args.calls)
+        print(" ".join(f"{v:.3f}" for v in m.values()))
+        return
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sides = [("this checkout", here)] + ([("against", args.against)] if args.against else [])
+    print(
+        "| code | B,T,K | loss us | kernel us | loss / kernel | decode us | kernel us | "
+        "decode / kernel |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    keys = ("loss", "kernel loss", "decode", "kernel decode")
+    for size in args.sizes:
+        for label, root in sides:
+            env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", size, "--rounds", str(args.rounds),
+                 "--calls", str(args.calls)],
+                env=env, cwd=root, capture_output=True, text=True, check=True,
+            ).stdout.split()  # fmt: skip
+            print(line(size, dict(zip(keys, map(float, out), strict=True)), label), flush=True)
+
+
+if __name__ == "__main__":
+    main()
