@@ -10,6 +10,7 @@ feature.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -140,7 +141,7 @@ class FeatureTemplates:
         U = len(index)
         vocab = list(index)
         W = long_tensor(words).reshape(B, T)
-        lengths = torch.tensor([len(x) for x in token_lists])
+        lengths = long_tensor([len(x) for x in token_lists])
         valid = torch.arange(T)[None, :] < lengths[:, None]  # (B, T)
         W = torch.where(valid, W, U + 2)
         L = len(local)
@@ -148,7 +149,9 @@ class FeatureTemplates:
         for boundary in ("<s>", "</s>"):  # no features of their own, only as context
             rows.append([0] * L + [stoi.get(f"w{d:+d}={boundary}", 0) for d in offsets])
         rows.append([0] * (L + len(offsets)))  # padding
-        table = torch.tensor(rows, dtype=torch.long)  # (U + 3, L + D)
+        width = L + len(offsets)
+        table = long_tensor(list(itertools.chain.from_iterable(rows))).reshape(-1, width)
+        # (U + 3, L + D)
         parts: list[Tensor] = []
         if local:
             parts.append(table[:, :L][W])  # (B, T, L)

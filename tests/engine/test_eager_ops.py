@@ -199,3 +199,24 @@ def test_a_summed_loss_gives_its_saved_parts_and_keeps_them_for_a_second_backwar
     )
     for g, w in zip(first, want, strict=True):
         assert torch.allclose(g, w, atol=1e-10)
+
+
+def test_the_ops_refuse_shapes_that_would_read_out_of_bounds() -> None:
+    """Called directly (not through the op table), the ops check the shapes they index by."""
+    from crfhead.engine.backends.cpu import eager
+
+    ops = eager.ops()
+    assert ops is not None
+    em, mask = torch.randn(2, 3, 4), torch.ones(2, 3, dtype=torch.bool)
+    tr, st, en = torch.randn(4, 4), torch.randn(4), torch.randn(4)
+    tags = torch.zeros(2, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="transitions must be"):
+        ops.nll(em, torch.randn(5, 5), st, en, mask, tags, 1)
+    with pytest.raises(ValueError, match="start and end must be"):
+        ops.log_partition(em, tr, torch.randn(3), en, mask, 1)
+    with pytest.raises(ValueError, match=r"mask must be \(B, T\)"):
+        ops.viterbi(em, tr, st, en, mask[:, :2], 1)
+    with pytest.raises(ValueError, match=r"tags must be \(B, T\)"):
+        ops.nll(em, tr, st, en, mask, tags[:1], 1)
+    assert ops.check(em, tr, torch.randn(3), en, mask) == -3  # left to torch's reductions
+    assert ops.check(em, tr, st, en, mask) == -1

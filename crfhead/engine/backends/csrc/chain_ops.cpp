@@ -82,17 +82,37 @@ struct Chain {
 
 Chain prepare(const Tensor& em, const Tensor& tr, const Tensor& st, const Tensor& en,
               const Tensor& mask) {
+  // The op table passes validated potentials; these checks keep a direct call from reading out of
+  // bounds (a few integer comparisons).
   TORCH_CHECK_VALUE(em.dim() == 3, "emissions must be (B, T, K), got ", em.sizes());
+  const int64_t B = em.size(0), T = em.size(1), K = em.size(2);
+  const bool shared = tr.dim() == 2 && tr.size(0) == K && tr.size(1) == K;
+  const bool per_edge = tr.dim() == 4 && tr.size(0) == B && tr.size(1) == std::max<int64_t>(T - 1, 0) &&
+                        tr.size(2) == K && tr.size(3) == K;
+  TORCH_CHECK_VALUE(shared || per_edge, "transitions must be (K, K) or (B, T-1, K, K) for emissions ",
+                    em.sizes(), ", got ", tr.sizes());
+  TORCH_CHECK_VALUE(st.dim() == 1 && st.size(0) == K && en.dim() == 1 && en.size(0) == K,
+                    "start and end must be (K,) = (", K, "), got ", st.sizes(), " and ", en.sizes());
+  TORCH_CHECK_VALUE(mask.dim() == 2 && mask.size(0) == B && mask.size(1) == T,
+                    "mask must be (B, T) = (", B, ", ", T, "), got ", mask.sizes());
+  TORCH_CHECK_VALUE(em.device().is_cpu() && tr.device().is_cpu() && st.device().is_cpu() &&
+                        en.device().is_cpu() && mask.device().is_cpu(),
+                    "the cpu backend's ops take CPU tensors");
   const auto dtype = em.scalar_type();
   TORCH_CHECK_VALUE(dtype == at::kFloat || dtype == at::kDouble,
                     "the cpu backend computes in float32 or float64, got ", dtype);
   auto same = [&](const Tensor& x) {
     return (x.scalar_type() == dtype ? x : x.to(dtype)).contiguous();
   };
-  Chain c{em.contiguous(), same(tr),      same(st),   same(en),
-          (mask.scalar_type() == at::kBool ? mask : mask.to(at::kBool)).contiguous(),
-          em.size(0),      em.size(1),    em.size(2), tr.dim() == 4};
-  return c;
+  return Chain{em.contiguous(),
+               same(tr),
+               same(st),
+               same(en),
+               (mask.scalar_type() == at::kBool ? mask : mask.to(at::kBool)).contiguous(),
+               B,
+               T,
+               K,
+               per_edge};
 }
 
 at::TensorOptions like(const Chain& c) { return c.em.options(); }
@@ -128,7 +148,7 @@ std::pair<Tensor, Tensor> run_forward(const Chain& c, const Tensor& tags, int64_
     return {value, Tensor()};
   }
   TORCH_CHECK(e.nll, "crfhead ops: the kernel's entry points are not bound");
-  TORCH_CHECK_VALUE(tags.dim() == 2 && tags.size(0) == c.B && tags.size(1) == c.T,
+  TORCH_CHECK_VALUE(tags.dim() == 2 && tags.size(0) == c.B && tags.size(1) == c.T && tags.device().is_cpu(),
                     "tags must be (B, T) = (", c.B, ", ", c.T, "), got ", tags.sizes());
   const Tensor ids = (tags.scalar_type() == at::kLong ? tags : tags.to(at::kLong)).contiguous();
   Tensor gold = at::empty({c.B}, like(c));
@@ -305,6 +325,14 @@ int64_t fused_check(const Tensor& em, const Tensor& tr, const Tensor& st, const 
       tr.scalar_type() != dtype || st.scalar_type() != dtype || en.scalar_type() != dtype ||
       mask.scalar_type() != at::kBool || !em.is_contiguous() || !tr.is_contiguous() ||
       !st.is_contiguous() || !en.is_contiguous() || !mask.is_contiguous())
+    return -3;
+  const int64_t B = em.size(0), T = em.size(1), K = em.size(2);
+  const bool shared = tr.dim() == 2 && tr.size(0) == K && tr.size(1) == K;
+  const bool per_edge = tr.dim() == 4 && tr.size(0) == B && tr.size(1) == std::max<int64_t>(T - 1, 0) &&
+                        tr.size(2) == K && tr.size(3) == K;
+  if (!(shared || per_edge) || st.numel() != K || en.numel() != K || mask.dim() != 2 ||
+      mask.size(0) != B || mask.size(1) != T || !tr.device().is_cpu() || !st.device().is_cpu() ||
+      !en.device().is_cpu() || !mask.device().is_cpu())
     return -3;
   const auto* m = reinterpret_cast<const uint8_t*>(mask.data_ptr<bool>());
   const int per_position = tr.dim() == 4;
