@@ -3,8 +3,8 @@
     .venv/bin/python scripts/bench_eager.py [--sizes 32,50,9 8,1024,9] [--rounds 15] [--calls 100]
                                             [--against /path/to/other/checkout]
 
-The ``crfhead-kernel`` column of ``bench_chain.py`` on one thread, interleaved so that a noisy
-machine moves both sides alike: each round times ``--calls`` calls of each of the four (the layer's
+The ``crfhead`` and ``crfhead-kernel`` columns of ``bench_chain.py`` (its data and calls) on one
+thread, interleaved so that a noisy machine moves both sides alike: each round times ``--calls`` calls of each of the four (the layer's
 loss, the kernel's ``nll_grad`` + ``scale_grads`` on preallocated outputs, the layer's decode, the
 kernel's ``viterbi``) and keeps their medians; the table gives the median over rounds and the ratio
 ``layer / kernel`` (the issue's goal: loss within 1.5x, decode within 1.3x). ``--against`` runs the
@@ -20,57 +20,26 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 
 import torch
 
 
 def measure(B: int, T: int, K: int, rounds: int, calls: int) -> dict[str, float]:
-    """Median microseconds per call of each of the four, over ``rounds`` interleaved rounds."""
-    from crfhead import CRF
-    from crfhead.engine.backends.cpu import native
+    """Median microseconds per call of each of the four, over ``rounds`` interleaved rounds.
 
-    torch.manual_seed(0)
-    crf = CRF(K)
-    em = torch.randn(B, T, K, requires_grad=True)
-    tags = torch.randint(0, K, (B, T))
-    mask = torch.ones(B, T, dtype=torch.bool)
-    entry = native.entries()
-    scores = (crf.transitions, crf.start_transitions, crf.end_transitions)
-    chain = (em.detach(), *(x.detach() for x in scores), mask)
-    value, gold = torch.empty(B), torch.empty(B)
-    node, edge, first, last = (
-        torch.empty(B, T, K),
-        torch.empty(B, K, K),
-        torch.empty(B, K),
-        torch.empty(B, K),
-    )
-    ones = torch.ones(B)
-    grads = (torch.empty(B, T, K), torch.empty(K, K), torch.empty(K), torch.empty(K))
-    best, paths = torch.empty(B), torch.empty(B, T, dtype=torch.long)
+    The calls are ``bench_chain.py``'s ``crfhead`` and ``crfhead-kernel`` columns on its data for
+    the size (full lengths).
+    """
+    from bench.anchors import crfhead_adapter, crfhead_kernel_adapter
+    from bench.cases import Case, make_inputs
 
-    def kernel_loss() -> None:
-        entry["nll_grad"](chain, tags, value, gold, node, edge, first, last, 1)
-        entry["scale_grads"](ones, node, edge, first, last, B, T, K, 0, *grads)
-
-    def kernel_decode() -> None:
-        entry["viterbi"](chain, best, paths, 1)
-
-    def loss() -> None:
-        for p in crf.parameters():
-            p.grad = None
-        em.grad = None
-        torch.autograd.backward(crf.nll(em, tags, mask, reduction="none").sum())
-
-    def decode() -> None:
-        with torch.no_grad():
-            crf.decode(em, mask)
-
-    fns: dict[str, Callable[[], None]] = {
-        "loss": loss,
-        "kernel loss": kernel_loss,
-        "decode": decode,
-        "kernel decode": kernel_decode,
+    inputs = make_inputs(Case(B, T, K, variable=False), torch.device("cpu"))
+    layer, kernel = crfhead_adapter(inputs).calls, crfhead_kernel_adapter(inputs).calls
+    fns = {
+        "loss": layer["loss"],
+        "kernel loss": kernel["loss"],
+        "decode": layer["decode"],
+        "kernel decode": kernel["decode"],
     }
     for fn in fns.values():
         for _ in range(max(calls, 50)):
