@@ -55,13 +55,14 @@ def test_the_installed_package_is_the_one_imported_and_carries_its_data(
     code = (
         "import crfhead, pathlib; p = pathlib.Path(crfhead.__file__).parent; "
         "print(p); print((p / 'configs' / 'base.yaml').is_file(), (p / 'py.typed').is_file(), "
-        "(p / 'engine' / 'backends' / 'csrc' / 'chain_cpu.cpp').is_file(), crfhead.__version__)"
+        "(p / 'engine' / 'backends' / 'csrc' / 'chain_cpu.cpp').is_file(), "
+        "(p / 'engine' / 'backends' / 'csrc' / 'chain_ops.cpp').is_file(), crfhead.__version__)"
     )
     out = _run(installed, sys.executable, "-c", code, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     where, flags = out.stdout.splitlines()
     assert Path(where).is_relative_to(installed)
-    assert flags.split()[:3] == ["True", "True", "True"]
+    assert flags.split()[:4] == ["True", "True", "True", "True"]
 
 
 def test_the_console_script_and_python_m_crfhead(installed: Path, tmp_path: Path) -> None:

@@ -35,7 +35,13 @@ PROBE = (
 
 
 def _probe(cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "CRFHEAD_CACHE": str(cache), "CRFHEAD_CPU_OPENMP": "0"}
+    # The kernel's cache alone: the eager ops (another library, built beside it) stay off.
+    env = {
+        **os.environ,
+        "CRFHEAD_CACHE": str(cache),
+        "CRFHEAD_CPU_OPENMP": "0",
+        "CRFHEAD_EAGER_OPS": "0",
+    }
     return subprocess.run(
         [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=600
     )

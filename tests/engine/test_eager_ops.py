@@ -8,6 +8,11 @@ double backward of the C++ rule are in ``test_autograd.py``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -220,3 +225,28 @@ def test_the_ops_refuse_shapes_that_would_read_out_of_bounds() -> None:
         ops.nll(em, tr, st, en, mask, tags[:1], 1)
     assert ops.check(em, tr, torch.randn(3), en, mask) == -3  # left to torch's reductions
     assert ops.check(em, tr, st, en, mask) == -1
+
+
+@pytest.mark.thread_invariant  # builds and files
+def test_a_first_use_builds_the_ops_beside_the_kernel_once(tmp_path: Path) -> None:
+    """A fresh cache: asking for the kernel starts the ops' build too; the first call waits for it."""
+    code = (
+        "import torch\n"
+        "from crfhead.engine.backends import cpu\n"
+        "from crfhead.engine.backends.cpu import eager\n"
+        "assert cpu.status()[0]\n"
+        "from crfhead import CRF\n"
+        "loss = CRF(3).nll(torch.randn(2, 4, 3, requires_grad=True), torch.zeros(2, 4).long(), "
+        "reduction='none')\n"
+        "print('NODE', loss.grad_fn.name())\n"
+    )
+    env = {**os.environ, "CRFHEAD_CACHE": str(tmp_path)}
+    env.pop("CRFHEAD_EAGER_OPS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "crfhead::FusedChain" in done.stdout
+    assert done.stderr.count("compiling chain_ops.cpp") == 1, done.stderr
+    assert len(list(tmp_path.glob("chain_ops_*.so"))) == 1
+    assert len(list(tmp_path.glob("chain_cpu_*.so"))) == 1

@@ -32,9 +32,9 @@ from crfhead.engine.backends.cpu.native import (
     OPENMP,
     SOURCE,
     library_path,
-    status,
     uses_openmp,
 )
+from crfhead.engine.backends.cpu.native import status as _kernel_status
 from crfhead.engine.backends.cpu.threads import PARALLEL_WORK, lanes, serial_torch, threads_for
 
 __all__ = [
@@ -74,4 +74,16 @@ TRACED: Mapping[str, Callable[..., Any]] = custom_ops.TRACED
 EAGER: Callable[[], Mapping[str, Callable[..., Any]]] = eager.registered
 """The ops whose eager call is one dispatcher op of :mod:`~crfhead.engine.backends.cpu.eager`."""
 CHECKED: frozenset[str] = frozenset({"nll"})
+
+
+def status() -> tuple[bool, str]:
+    """Whether the kernel is built and loadable (building it if needed), and if not, why.
+
+    The first call also starts building the eager ops beside the kernel (:func:`~crfhead.engine.
+    backends.cpu.eager.prefetch`): on first use the two compilations share the machine's cores.
+    """
+    eager.prefetch()
+    return _kernel_status()
+
+
 """The loss's kernel checks the tags' range itself (before any work)."""

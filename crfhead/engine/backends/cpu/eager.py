@@ -25,7 +25,6 @@ import ctypes
 import logging
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -39,7 +38,7 @@ from crfhead.engine.backends.cpu import native
 from crfhead.engine.backends.cpu.threads import for_call
 from crfhead.engine.potentials import Chain
 
-__all__ = ["OPS_SOURCE", "VERSION", "Ops", "flags", "ops", "registered", "status"]
+__all__ = ["OPS_SOURCE", "VERSION", "Ops", "flags", "ops", "prefetch", "registered", "status"]
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +153,28 @@ def _load() -> None:
     except (RuntimeError, OSError, subprocess.SubprocessError, AttributeError) as err:
         lines = str(err).strip().splitlines() or [repr(err)]
         _error = next((line.strip() for line in lines if "error" in line), lines[-1].strip())
-        log.warning(
-            "crfhead: the cpu backend's eager ops are unavailable (%s); eager calls use the "
-            "ctypes path (same results, more time per call)",
-            _error,
-        )
-        print(f"crfhead: eager ops unavailable: {_error}", file=sys.stderr)
+        if native.status()[0]:  # else the kernel's own fallback line says why (the same cause)
+            log.warning(
+                "crfhead: the cpu backend's eager ops are unavailable (%s); eager calls use the "
+                "ctypes path (same results, more time per call)",
+                _error,
+            )
+
+
+_prefetched = False
+
+
+def prefetch() -> None:
+    """Start loading the eager ops (building them if needed) in a background thread, once.
+
+    Called where the kernel is first asked for, so that a first use compiles the two libraries at
+    once; :func:`ops` waits for that load rather than starting its own.
+    """
+    global _prefetched
+    if _prefetched or _ops is not None or os.environ.get("CRFHEAD_EAGER_OPS") == "0":
+        return
+    _prefetched = True
+    threading.Thread(target=ops, name="crfhead-eager-ops", daemon=True).start()
 
 
 def ops() -> Ops | None:
