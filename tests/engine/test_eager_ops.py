@@ -250,3 +250,19 @@ def test_a_first_use_builds_the_ops_beside_the_kernel_once(tmp_path: Path) -> No
     assert done.stderr.count("compiling chain_ops.cpp") == 1, done.stderr
     assert len(list(tmp_path.glob("chain_ops_*.so"))) == 1
     assert len(list(tmp_path.glob("chain_cpu_*.so"))) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_does_not_inherit_a_held_build_lock() -> None:
+    """A DataLoader worker forked while the ops build in a background thread can still load them."""
+    eager = _eager()
+    lock = eager._lock  # type: ignore[attr-defined]
+    lock.acquire()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: the lock it sees must be free
+            os._exit(0 if eager._lock.acquire(timeout=5) else 1)  # type: ignore[attr-defined]
+        _, status = os.waitpid(pid, 0)
+    finally:
+        lock.release()
+    assert os.waitstatus_to_exitcode(status) == 0

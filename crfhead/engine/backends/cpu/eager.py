@@ -164,6 +164,17 @@ def _load() -> None:
 _prefetched = False
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker) has no build thread: a lock it held is released here."""
+    global _lock, _prefetched
+    _lock = threading.Lock()
+    if _ops is None:
+        _prefetched = False
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def prefetch() -> None:
     """Start loading the eager ops (building them if needed) in a background thread, once.
 
