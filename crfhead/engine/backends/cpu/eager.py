@@ -104,7 +104,9 @@ def _recompute(
     from crfhead.engine.potentials import ChainPotentials
     from crfhead.engine.scan import double_backward
 
-    g = double_backward(ChainPotentials(em, tr, start, end, mask), tags, grad, edges)
+    dtype = em.dtype  # the forward computed in the emissions' dtype
+    tr, start, end = (x if x.dtype == dtype else x.to(dtype) for x in (tr, start, end))
+    g = double_backward(ChainPotentials(em, tr, start, end, mask.bool()), tags, grad, edges)
     a, b, c, d = (em.new_empty(0) if x is None else x for x in g)
     return a, b, c, d
 

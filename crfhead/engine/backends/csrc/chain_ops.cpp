@@ -253,7 +253,7 @@ struct FusedChain : public torch::autograd::Function<FusedChain> {
       g = p[0].scalar_type() == at::kFloat
               ? run_scale<float>(grad, p, B, T, K, per_position, need)
               : run_scale<double>(grad, p, B, T, K, per_position, need);
-      // The gradient in each input's own dtype (bf16/fp16 inputs were upcast by the caller).
+      // The gradient in each input's own dtype (prepare computed in the emissions' dtype).
       const Tensor* inputs[4] = {&em, &tr, &st, &en};
       for (int i = 0; i < 4; ++i)
         if (g[i].defined() && g[i].scalar_type() != inputs[i]->scalar_type())
@@ -286,7 +286,8 @@ std::tuple<Tensor, Tensor> fused_nll(const Tensor& em, const Tensor& tr, const T
 
 Tensor fused_log_partition(const Tensor& em, const Tensor& tr, const Tensor& st, const Tensor& en,
                            const Tensor& mask, int64_t threads) {
-  if (any_grad(em, tr, st, en)) return FusedChain::apply(em, tr, st, en, mask, std::optional<Tensor>(), threads)[0];
+  if (any_grad(em, tr, st, en))
+    return FusedChain::apply(em, tr, st, en, mask, std::optional<Tensor>(), threads)[0];
   at::AutoDispatchBelowADInplaceOrView guard;
   Chain c = prepare(em, tr, st, en, mask);
   std::array<Tensor, 4> none;
