@@ -78,6 +78,8 @@ class Sentence:
                     f"sentence {self.id or ''} has {len(self.tokens)} tokens but "
                     f"{len(self.allowed)} label-set entries"
                 )
+        if not self.columns:  # the common case: nothing to compare (and no view object)
+            return
         for name, col in self.columns.items():
             if len(col) != len(self.tokens):
                 raise ValueError(
