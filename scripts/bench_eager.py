@@ -4,7 +4,7 @@
                                             [--against /path/to/other/checkout]
 
 The ``crfhead`` and ``crfhead-kernel`` columns of ``bench_chain.py`` (its data and calls) on one
-thread, interleaved so that a noisy machine moves both sides alike: each round times ``--calls`` calls of each of the four (the layer's
+thread (``--threads``), interleaved so that a noisy machine moves both sides alike: each round times ``--calls`` calls of each of the four (the layer's
 loss, the kernel's ``nll_grad`` + ``scale_grads`` on preallocated outputs, the layer's decode, the
 kernel's ``viterbi``) and keeps their medians; the table gives the median over rounds and the ratio
 ``layer / kernel`` (the issue's goal: loss within 1.5x, decode within 1.3x). ``--against`` runs the
@@ -69,10 +69,11 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["32,50,9", "64,128,17", "8,1024,9"])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the kernel's too)")
     parser.add_argument("--against", help="another crfhead checkout, measured alternately")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child's single size
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     if args.one:
         B, T, K = (int(x) for x in args.one.split(","))
         m = measure(B, T, K, args.rounds, args.calls)
@@ -88,10 +89,10 @@ def main() -> None:
     keys = ("loss", "kernel loss", "decode", "kernel decode")
     for size in args.sizes:
         for label, root in sides:
-            env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}
+            env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": str(args.threads)}
             out = subprocess.run(
                 [sys.executable, __file__, "--one", size, "--rounds", str(args.rounds),
-                 "--calls", str(args.calls)],
+                 "--calls", str(args.calls), "--threads", str(args.threads)],
                 env=env, cwd=root, capture_output=True, text=True, check=True,
             ).stdout.split()  # fmt: skip
             print(line(size, dict(zip(keys, map(float, out), strict=True)), label), flush=True)

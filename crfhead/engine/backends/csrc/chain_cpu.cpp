@@ -1293,10 +1293,18 @@ class Pool {
     wait(*job);
     // A join longer than the caller's own share of the work (and than kSlowJoinNs) means a helper was
     // descheduled inside a task: the cores are busy elsewhere, so calls stay on the caller's thread
-    // for kBackoffNs (one slow join per kBackoffNs at worst under sustained load).
+    // for kBackoffNs (kSlowJoins slow joins per kBackoffNs at worst under sustained load).
+    // Two such joins in a row: one alone is as likely a virtual machine's passing steal of a core.
     const int64_t waited = now_ns() - worked;
-    if (helpers > 0 && waited > kSlowJoinNs && waited > worked - start)
-      serial_until_.store(worked + waited + kBackoffNs);
+    if (helpers > 0) {
+      const bool slow = waited > kSlowJoinNs && waited > worked - start;
+      if (slow && slow_joins_.fetch_add(1) + 1 >= kSlowJoins) {
+        serial_until_.store(worked + waited + kBackoffNs);
+        slow_joins_.store(0);
+      } else if (!slow) {
+        slow_joins_.store(0);
+      }
+    }
   }
 
   // Called by the loop after each task it finished.
@@ -1310,7 +1318,8 @@ class Pool {
   static std::atomic<bool> adaptive;  // back off after a slow join (off: always use the helpers)
 
  private:
-  static constexpr int64_t kSlowJoinNs = 100'000, kBackoffNs = 1'000'000'000;
+  static constexpr int64_t kSlowJoinNs = 100'000, kBackoffNs = 1'000'000'000, kSpinNs = 200'000;
+  static constexpr int kSlowJoins = 2;
 
   Pool() : pid_(getpid()) {}
 
@@ -1323,15 +1332,32 @@ class Pool {
   void serve() {
     uint64_t seen = 0;
     for (;;) {
+      // Awake for kSpinNs after a job before sleeping: the next call of a loop (the backward after
+      // the forward, the next batch) then finds the worker running. Woken from sleep, a worker of a
+      // virtual machine waits for its halted core, which can take longer than a block of sequences,
+      // so that the caller ran every block itself and two threads were no faster than one.
+      spin(seen);
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lk(m_);
-        wake_.wait(lk, [&] { return generation_ != seen; });
-        seen = generation_;
+        wake_.wait(lk, [&] { return generation_.load() != seen; });
+        seen = generation_.load();
         job = current_;
       }
       const int64_t first = job->next.fetch_add(1);
       if (first < job->tasks) job->loop(job->ctx, *job, first);
+    }
+  }
+
+  // Until a new job is posted or kSpinNs have passed (the clock read every 64 pauses).
+  void spin(uint64_t seen) const {
+    const int64_t until = now_ns() + kSpinNs;
+    for (int i = 1;; ++i) {
+      if (generation_.load(std::memory_order_acquire) != seen) return;
+#if defined(__SSE2__)
+      _mm_pause();
+#endif
+      if (i % 64 == 0 && now_ns() > until) return;
     }
   }
 
@@ -1352,8 +1378,9 @@ class Pool {
   std::condition_variable wake_;
   std::vector<std::thread> workers_;  // never joined: see the class comment
   std::shared_ptr<Job> current_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // changed under m_; read without it while spinning
   std::atomic<int64_t> serial_until_{0};  // steady-clock ns before which calls use no helper
+  std::atomic<int> slow_joins_{0};          // slow joins in a row since the last fast one
 };
 
 std::atomic<bool> Pool::adaptive{true};
