@@ -25,6 +25,7 @@ import ctypes
 import logging
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -81,7 +82,8 @@ def flags() -> tuple[str, ...]:
         f"-I{root / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
         f"-L{root / 'lib'}",
         f"-Wl,-rpath,{root / 'lib'}",
-        "-Wl,--no-as-needed",
+        # GNU ld drops a library no symbol of the objects before it needs (the libraries come first).
+        *(("-Wl,--no-as-needed",) if sys.platform.startswith("linux") else ()),
         "-lc10",
         "-ltorch_cpu",
     )
