@@ -7,11 +7,12 @@ The ops: ``log Z``, the loss, marginals, edge and max-marginals, entropy, Viterb
   the others are tested against).
 * ``cpu`` (:mod:`~crfhead.engine.backends.cpu`): a fused native kernel, every op in one call (or
   two), the batch split over threads; compiled from ``csrc/chain_cpu.cpp`` with the system C++
-  compiler on first use and cached; its custom ops (:mod:`~crfhead.engine.backends.cpu.custom_ops`) while
-  ``torch.compile``/``torch.export`` trace.
+  compiler on first use and cached; the eager loss, ``log Z`` and Viterbi as dispatcher ops with a C++
+  gradient rule (:mod:`~crfhead.engine.backends.cpu.eager`, ``csrc/chain_ops.cpp``); its custom ops
+  (:mod:`~crfhead.engine.backends.cpu.custom_ops`) while ``torch.compile``/``torch.export`` trace.
 * ``triton`` (:mod:`~crfhead.engine.backends.triton`): fused GPU kernels, one launch per operation, a
   program per sequence looping over time; CUDA tensors (and CPU ones under ``TRITON_INTERPRET=1``);
-  k-best, samples, max-marginals and per-edge marginals are the portable scans there.
+  every op of the table, k-best past a ``k x K`` state of 4,096 by the portable scan on the device.
 
 Each fused backend registers the ops of the op table (:mod:`crfhead.engine.table`) it fuses, by name;
 the table falls back to the portable scan for the others and differentiates by each op's rule
