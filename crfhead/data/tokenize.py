@@ -82,6 +82,15 @@ class LetterTokenizer(Tokenizer):
         self.lowercase = lowercase
 
     def tokenize(self, text: str) -> list[Token]:  # noqa: D102
+        if self.lowercase and text.isascii():
+            # Lowercasing ASCII keeps every offset and letter, so the lowered text is matched once
+            # (not each token lowered). Outside ASCII a character may lower into the pattern (the
+            # Kelvin sign into "k") or change length, so each raw match is lowered instead.
+            out: list[Token] = []
+            for m in self._PATTERN.finditer(text.lower()):
+                start, end = m.span()
+                out.append(Token(m.group(), start, end))
+            return out
         return [
             Token(m.group().lower() if self.lowercase else m.group(), m.start(), m.end())
             for m in self._PATTERN.finditer(text)
