@@ -266,3 +266,19 @@ def test_a_forked_child_does_not_inherit_a_held_build_lock() -> None:
     finally:
         lock.release()
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("per_position", [False, True])
+def test_frozen_transitions_gradcheck_through_the_cpp_rule(per_position: bool) -> None:
+    """Only the emissions and start require gradients: the parts without edges, first and second order."""
+    c = random_chain(4, 3, 5, 4, per_position)
+    tags = torch.where(c.mask, c.mask.long(), 0)
+
+    def f(em: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+        loss, _ = engine.nll(ChainPotentials(em, c.transitions, start, c.end, c.mask), tags)
+        assert "crfhead::FusedChain" in loss.grad_fn.name()  # type: ignore[union-attr]
+        return loss
+
+    inputs = (c.emissions.clone().requires_grad_(True), c.start.clone().requires_grad_(True))
+    assert torch.autograd.gradcheck(f, inputs)
+    assert torch.autograd.gradgradcheck(f, inputs)
