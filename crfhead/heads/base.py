@@ -540,6 +540,8 @@ class ChainHead(nn.Module):
         self, emissions: Tensor, mask: Tensor | None = None, *, allowed: Tensor | None = None
     ) -> Tensor:
         """Viterbi paths, ``(B, T)`` int64, ``-1`` where masked (the best inside ``allowed`` when given)."""
+        if not torch.is_grad_enabled():  # already off: no context to enter
+            return self.viterbi(emissions, mask, allowed=allowed)[1]
         with torch.no_grad():  # paths carry no gradient: skip the differentiable path score
             return self.viterbi(emissions, mask, allowed=allowed)[1]
 

@@ -80,7 +80,7 @@ def test_the_portable_loss_refuses_an_out_of_range_tag_naming_it() -> None:
 
 
 def _eager_ops(backend: str, eager: bool) -> bool:
-    """Whether the cpu backend's eager ops run (``CRFHEAD_EAGER_OPS`` set for the test by the caller)."""
+    """Whether the cpu backend's eager ops run (switched for the test by the caller)."""
     if backend != "cpu" or not eager:
         return False
     from crfhead.engine.backends.cpu import eager as eager_ops
@@ -95,7 +95,9 @@ def test_chain_function_gradcheck_and_gradgradcheck_for_every_backend(
     backend: str, eager: bool, per_position: bool, with_tags: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fused rule, by the Python autograd function and by the eager ops' C++ one."""
-    monkeypatch.setenv("CRFHEAD_EAGER_OPS", "1" if eager else "0")
+    from crfhead.engine.backends.cpu import eager as eager_ops
+
+    monkeypatch.setattr(eager_ops, "_enabled", eager)
     if eager and not _eager_ops(backend, eager):
         pytest.skip("the cpu backend's eager ops do not build here")
     node = "CppNode<crfhead::FusedChain>" if eager else "ChainFunctionBackward"

@@ -1,7 +1,7 @@
 """The cpu backend's eager ops (``csrc/chain_ops.cpp``): the same results as the ctypes path, bit for bit.
 
 The ops run the same kernel entry points, so every value, gold score, gradient, Viterbi score and
-path must equal the ctypes path's exactly (``CRFHEAD_EAGER_OPS=0``), on chains with holes, empty
+path must equal the ctypes path's exactly (as ``CRFHEAD_EAGER_OPS=0`` selects it), on chains with holes, empty
 rows, per-edge transitions, ``-inf`` constraints, extreme scores and mixed dtypes. Gradcheck and
 double backward of the C++ rule are in ``test_autograd.py``.
 """
@@ -99,9 +99,10 @@ def test_eager_ops_equal_the_ctypes_path_bit_for_bit(
     if case == "constrained":  # a gold path the constraints allow: the best one
         tags = torch.where(c.mask, engine.viterbi(pot)[1].clamp(min=0), 0)
     weights = torch.rand(B, generator=g, dtype=dtype)
-    monkeypatch.setenv("CRFHEAD_EAGER_OPS", "1")
+    eager = _eager()
+    monkeypatch.setattr(eager, "_enabled", True)
     fast = _run(pot, tags, weights)
-    monkeypatch.setenv("CRFHEAD_EAGER_OPS", "0")
+    monkeypatch.setattr(eager, "_enabled", False)  # as CRFHEAD_EAGER_OPS=0 does
     slow = _run(pot, tags, weights)
     assert "crfhead::FusedChain" in str(fast["node"])
     assert slow["node"] == "ChainFunctionBackward"

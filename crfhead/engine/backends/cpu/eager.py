@@ -16,7 +16,8 @@ The ops library is compiled against torch's headers (``torch/library.h`` and the
 not the whole extension API: about 15 s of compiler time), into the kernel's cache, keyed also by
 torch's version. Where it cannot be built or loaded, :func:`ops` is ``None`` (the reason in
 :func:`status`) and the eager calls stay on the ctypes path with the Python autograd function, the
-same results bit for bit. ``CRFHEAD_EAGER_OPS=0`` asks for that path.
+same results bit for bit. ``CRFHEAD_EAGER_OPS=0`` in the environment when crfhead loads asks for that
+path.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class Ops(NamedTuple):
 
 _lock = threading.Lock()
 _ops: Ops | None = None
+_enabled = os.environ.get("CRFHEAD_EAGER_OPS") != "0"
+"""``CRFHEAD_EAGER_OPS=0`` (read when crfhead loads this module) keeps the eager calls on ctypes."""
 _error: str | None = None
 
 
@@ -186,7 +189,7 @@ def prefetch() -> None:
     once; :func:`ops` waits for that load rather than starting its own.
     """
     global _prefetched
-    if _prefetched or _ops is not None or os.environ.get("CRFHEAD_EAGER_OPS") == "0":
+    if _prefetched or _ops is not None or not _enabled:
         return
     _prefetched = True
     threading.Thread(target=ops, name="crfhead-eager-ops", daemon=True).start()
@@ -196,7 +199,7 @@ def ops() -> Ops | None:
     """The eager ops (built and loaded on first use), or ``None`` where unavailable or turned off."""
     if _ops is not None:  # loaded: no lock on the hot path
         return _ops
-    if _error is not None or os.environ.get("CRFHEAD_EAGER_OPS") == "0":
+    if _error is not None or not _enabled:
         return None
     with _lock:
         if _ops is None and _error is None:
@@ -206,7 +209,7 @@ def ops() -> Ops | None:
 
 def status() -> tuple[bool, str]:
     """Whether the eager ops load here (building them if needed), and if not, why."""
-    if os.environ.get("CRFHEAD_EAGER_OPS") == "0":
+    if not _enabled:
         return False, "turned off by CRFHEAD_EAGER_OPS=0"
     return ops() is not None, _error or ""
 
@@ -218,7 +221,7 @@ def registered() -> Mapping[str, Callable[..., Any]]:
     and the gold score, ``log_partition`` ``log Z``, both differentiable by the C++ rule;
     ``viterbi`` the best scores and paths, without gradient.
     """
-    if os.environ.get("CRFHEAD_EAGER_OPS") == "0":
+    if not _enabled:
         return {}
     return _REGISTERED if ops() is not None else {}
 
