@@ -39,8 +39,8 @@ phase "lab browser" bash scripts/lab_deps.sh  # chromium, playwright (the browse
 phase ruff .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 phase mypy .venv/bin/mypy
-# The fused CPU kernel and its eager ops, built once here rather than by both workers at once.
-.venv/bin/python -c "from crfhead.engine.backends.cpu import eager; eager.status()"
+# The fused CPU kernel and its dispatcher ops, built once here rather than by both workers at once.
+.venv/bin/python -c "from crfhead.engine.backends.cpu import dispatcher; dispatcher.status()"
 
 PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=25)
 THREAD_SENSITIVE=(

@@ -138,7 +138,7 @@ def marginals(pot: ChainPotentials, backend: str | None = None) -> Tensor:
     """Node marginals ``p(z_t = k | x)``, ``(B, T, K)``; 0 at masked positions.
 
     Computed by an explicit forward-backward (works under ``torch.inference_mode``): one fused call on
-    the ``cpu``/``triton`` backends (the ``crfhead::marginals`` op while tracing on CPU), or the
+    the ``cpu``/``triton`` backends (the ``crfhead::marginals`` dispatcher op on CPU, eager or traced), or the
     portable recursions. Differentiable: with potentials that require gradients the fused value's
     backward recomputes the portable recursions under autograd.
     """

@@ -1,14 +1,16 @@
 """The op table: every engine op declared once, and :func:`run`, the one place that dispatches it.
 
 An :class:`Op` names its portable function (the reference, and the fallback of every backend that
-does not fuse it), its gradient rule (:class:`Grad`) and whether a backend's custom op may run it
-while ``torch.compile``/``torch.export`` trace. A backend module registers the ops it fuses by name
-(its ``FUSED`` kernels, which take the raw :data:`~crfhead.engine.potentials.Chain`; ``EAGER``, a
-function giving the ops whose eager call is one op with its own gradient rule, the op's whole
-result; ``TRACED``, custom ops for tracing; ``CHECKED``, ops whose kernel checks its own arguments; ``scale_grads`` and
-``glue``); a backend never imports this module. :func:`run` asks once per call whether it is
-tracing, resolves the backend (:func:`~crfhead.engine.backends.select.resolve`), picks the kernel or
-the portable function, and wraps the gradient by the op's rule.
+does not fuse it) and its gradient rule (:class:`Grad`). A backend module registers the ops it fuses
+by name: its ``FUSED`` kernels, plain calls on the raw :data:`~crfhead.engine.potentials.Chain`;
+``DISPATCHED``, a function giving the ops that are dispatcher ops (each the op's whole result, with
+its own gradient rule where it has one: the one op of an eager call and of a
+``torch.compile``/``torch.export`` trace); ``CHECKED``, ops whose kernel checks its own arguments;
+``scale_grads`` and ``glue``. A backend never imports this module. :func:`run` asks once per call
+whether it is tracing, resolves the backend (:func:`~crfhead.engine.backends.select.resolve`), picks
+the dispatcher op, the kernel or the portable function (a kernel call is opaque to a tracer: while
+tracing, only a dispatcher op or the portable function runs), and wraps the gradient by the op's
+rule.
 
 Adding an op: its portable function, its kernel in the backends that fuse it (one entry in their
 ``FUSED``), one line in :data:`OPS`, and its oracle test.
@@ -62,8 +64,6 @@ class Op:
         portable: ``portable(pot, *args)``: the portable implementation on
             :class:`~crfhead.engine.potentials.ChainPotentials`.
         grad: the gradient rule.
-        traced: whether a backend's custom op (``TRACED``) may run it while tracing; otherwise the
-            portable function runs then.
         outputs: for the ``fused`` rule, 1 (the value) or 2 (the value and the second output).
         check: an argument check run outside tracing before a kernel that does not check itself.
     """
@@ -71,7 +71,6 @@ class Op:
     name: str
     portable: Callable[..., Any]
     grad: Grad
-    traced: bool = False
     outputs: int = 1
     check: Callable[..., None] | None = None
 
@@ -83,13 +82,13 @@ def _check_tags(pot: ChainPotentials, tags: Tensor) -> None:
 OPS: Mapping[str, Op] = {
     op.name: op
     for op in (
-        Op("log_partition", portable.log_partition, Grad.FUSED, traced=True),
-        Op("nll", portable.nll, Grad.FUSED, traced=True, outputs=2, check=_check_tags),
-        Op("marginals", scan.marginals, Grad.RECOMPUTE, traced=True),
+        Op("log_partition", portable.log_partition, Grad.FUSED),
+        Op("nll", portable.nll, Grad.FUSED, outputs=2, check=_check_tags),
+        Op("marginals", scan.marginals, Grad.RECOMPUTE),
         Op("edge_marginals", scan.edge_marginals, Grad.RECOMPUTE),
         Op("max_marginals", scan.max_marginals, Grad.RECOMPUTE),
         Op("entropy", scan.entropy, Grad.RECOMPUTE),
-        Op("viterbi", decode.viterbi, Grad.RESCORE, traced=True),
+        Op("viterbi", decode.viterbi, Grad.RESCORE),
         Op("topk", decode.topk, Grad.RESCORE),
         Op("sample", decode.sample, Grad.NONE),
     )
@@ -103,11 +102,10 @@ class Backend:
 
     name: str
     fused: Mapping[str, Callable[..., Any]]
-    traced: Mapping[str, Callable[..., Any]]
     checked: frozenset[str]
     scale_grads: Scale
     glue: Callable[..., contextlib.AbstractContextManager[None]]
-    eager: Callable[[], Mapping[str, Callable[..., Any]]]
+    dispatched: Callable[[], Mapping[str, Callable[..., Any]]]
 
 
 @functools.cache
@@ -117,15 +115,14 @@ def registered(name: str) -> Backend:
     return Backend(
         name,
         getattr(module, "FUSED", {}),
-        getattr(module, "TRACED", {}),
         getattr(module, "CHECKED", frozenset()),
         module.scale_grads,
         module.glue,
-        getattr(module, "EAGER", _no_eager),
+        getattr(module, "DISPATCHED", _none_dispatched),
     )
 
 
-def _no_eager() -> Mapping[str, Callable[..., Any]]:
+def _none_dispatched() -> Mapping[str, Callable[..., Any]]:
     return {}
 
 
@@ -179,20 +176,12 @@ def _run(op: Op, pot: ChainPotentials, args: tuple[Any, ...], backend: str | Non
     if op.check is not None and not tracing and name not in where.checked:
         op.check(pot, *args)
     differentiable = pot.differentiable
-    if not tracing:
-        lean = where.eager().get(name)
-        if lean is not None and (op.grad is Grad.FUSED or not differentiable):
-            return lean(pot.chain, *args)
-    if tracing:
-        kern = where.traced.get(name) if op.traced else None
-        if kern is not None and op.grad is Grad.FUSED:  # a custom op with its own autograd
-            edges = differentiable and pot.transitions.requires_grad
-            m, second = kern(pot.chain, *args, grads=differentiable, edges=edges)
-            return m.value if op.outputs == 1 else (m.value, second)
-        if op.grad is Grad.RECOMPUTE and differentiable:
-            kern = None  # custom ops without a gradient: the portable function, differentiable
-    else:
-        kern = where.fused.get(name)
+    dispatched = where.dispatched().get(name)
+    if dispatched is not None and (op.grad is Grad.FUSED or not differentiable):
+        return dispatched(pot.chain, *args)
+    # While tracing: a dispatcher op's paths (re-scored below), else the portable function.
+    traced = dispatched if op.grad is Grad.RESCORE else None
+    kern = traced if tracing else where.fused.get(name)
     if op.grad is Grad.FUSED:
         if differentiable:
             scale: Scale

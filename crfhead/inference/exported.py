@@ -254,12 +254,14 @@ def read_exported(path: str | Path) -> ExportedTagger:
 def register_ops() -> None:
     """Register crfhead's custom ops (``torch.ops.crfhead.*``), which a ``.pt2`` program may call.
 
-    Importing their modules registers them: the CPU kernel's (``viterbi``, ``marginals``,
-    ``forward_backward``, ``nll``) and the run-time check of the potentials
-    (``refuse_non_finite``). The kernel itself is compiled on its first call if not cached.
+    The CPU kernel's dispatcher ops (``viterbi``, ``marginals``, ``fused_nll``, ...) load with their
+    library, built first if not cached (a warning says why where it cannot be); importing the
+    potentials registers the run-time check (``refuse_non_finite``).
     """
-    import crfhead.engine.backends.cpu.custom_ops
     import crfhead.engine.potentials  # noqa: F401
+    from crfhead.engine.backends.cpu import dispatcher
+
+    dispatcher.ops()
 
 
 def _read_torch(file: Path) -> ExportedTagger:

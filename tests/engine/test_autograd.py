@@ -83,7 +83,7 @@ def _eager_ops(backend: str, eager: bool) -> bool:
     """Whether the cpu backend's eager ops run (switched for the test by the caller)."""
     if backend != "cpu" or not eager:
         return False
-    from crfhead.engine.backends.cpu import eager as eager_ops
+    from crfhead.engine.backends.cpu import dispatcher as eager_ops
 
     return eager_ops.status()[0]
 
@@ -95,7 +95,7 @@ def test_chain_function_gradcheck_and_gradgradcheck_for_every_backend(
     backend: str, eager: bool, per_position: bool, with_tags: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fused rule, by the Python autograd function and by the eager ops' C++ one."""
-    from crfhead.engine.backends.cpu import eager as eager_ops
+    from crfhead.engine.backends.cpu import dispatcher as eager_ops
 
     monkeypatch.setattr(eager_ops, "_enabled", eager)
     if eager and not _eager_ops(backend, eager):

@@ -72,6 +72,47 @@ class TestThreadsFor:
             assert cpu.threads_for(B, 4096, 17, per_sequence=True) <= B
 
 
+def _dispatcher_threads() -> object:
+    from crfhead.engine.backends.cpu import dispatcher
+
+    if not dispatcher.status()[0]:
+        pytest.skip("the dispatcher ops do not build here")
+    return dispatcher.threads_in_ops
+
+
+@pytest.mark.thread_invariant  # sets torch's thread count
+@pytest.mark.parametrize("override", [None, "3", " 2 ", "1"])
+def test_the_dispatcher_ops_choose_the_threads_python_does(
+    override: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C++ ops' own choice (a traced graph's sizes are known only when it runs) is this policy."""
+    in_ops = _dispatcher_threads()
+    if override is None:
+        monkeypatch.delenv("CRFHEAD_CPU_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("CRFHEAD_CPU_THREADS", override)
+    sizes = [*BENCHMARK_SIZES, (1, 1, 1), (0, 5, 3), (9, 4096, 17), (100, 100, 100), (8, 2048, 9)]
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2, 4):
+            torch.set_num_threads(n)
+            for B, T, K in sizes:
+                for dtype in (torch.float32, torch.float64):
+                    want = cpu.threads_for(B, T, K, dtype=dtype)
+                    got = in_ops(B, T, K, int(dtype == torch.float64))  # type: ignore[operator]
+                    assert got == want, (n, B, T, K, dtype)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_bad_thread_count_in_the_environment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    _dispatcher_threads()
+    monkeypatch.setenv("CRFHEAD_CPU_THREADS", "two")
+    c = random_chain(0, 2, 3, 3)
+    with pytest.raises(ValueError, match="CRFHEAD_CPU_THREADS must be an integer, got 'two'"):
+        torch.ops.crfhead.viterbi(*c.args())
+
+
 # --------------------------------------------------------------------------- same results
 def _run(pot: ChainPotentials, tags: torch.Tensor) -> dict[str, torch.Tensor]:
     """Every fused op on ``pot``: values, the loss's gradients, marginals, Viterbi."""

@@ -7,9 +7,9 @@ The ops: ``log Z``, the loss, marginals, edge and max-marginals, entropy, Viterb
   the others are tested against).
 * ``cpu`` (:mod:`~crfhead.engine.backends.cpu`): a fused native kernel, every op in one call (or
   two), the batch split over threads; compiled from ``csrc/chain_cpu.cpp`` with the system C++
-  compiler on first use and cached; the eager loss, ``log Z`` and Viterbi as dispatcher ops with a C++
-  gradient rule (:mod:`~crfhead.engine.backends.cpu.eager`, ``csrc/chain_ops.cpp``); its custom ops
-  (:mod:`~crfhead.engine.backends.cpu.custom_ops`) while ``torch.compile``/``torch.export`` trace.
+  compiler on first use and cached; the loss, ``log Z``, marginals and Viterbi also as dispatcher ops
+  with a C++ gradient rule (:mod:`~crfhead.engine.backends.cpu.dispatcher`, ``csrc/chain_ops.cpp``),
+  the same op in eager calls and while ``torch.compile``/``torch.export`` trace.
 * ``triton`` (:mod:`~crfhead.engine.backends.triton`): fused GPU kernels, one launch per operation, a
   program per sequence looping over time; CUDA tensors (and CPU ones under ``TRITON_INTERPRET=1``);
   every op of the table, k-best past a ``k x K`` state of 4,096 by the portable scan on the device.

@@ -5,8 +5,8 @@
   marginals, minus the gold counts for the loss); the backward scales them by the upstream gradient
   (:func:`chain_backward`), so a fused backend never re-runs the chain. Double backward (Hessian-vector
   products) recomputes the forward-backward with the portable scan's differentiable operations, for
-  every backend alike. The custom ops (:mod:`~crfhead.engine.backends.cpu.custom_ops`) register the same
-  :func:`chain_backward`.
+  every backend alike. The cpu backend's dispatcher ops (:mod:`~crfhead.engine.backends.cpu.dispatcher`)
+  register the same rule in C++.
 * ``recompute`` (:class:`Recomputed`): a fused value whose gradient is the portable op's,
   recomputed under autograd only if a backward runs.
 

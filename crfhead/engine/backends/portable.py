@@ -24,7 +24,6 @@ from crfhead.engine.scan import Moments, scale_grads
 __all__ = [
     "CHECKED",
     "FUSED",
-    "TRACED",
     "glue",
     "log_partition",
     "nll",
@@ -33,7 +32,6 @@ __all__ = [
 ]
 
 FUSED: Mapping[str, Callable[..., Any]] = {}
-TRACED: Mapping[str, Callable[..., Any]] = {}
 CHECKED: frozenset[str] = frozenset()
 
 

@@ -5,8 +5,8 @@ environment variable ``CRFHEAD_BACKEND``, the :func:`use_backend` context manage
 keyword of the engine's functions. ``auto`` picks ``cpu`` for CPU tensors and ``triton`` for CUDA
 tensors when they are available, and ``portable`` otherwise, logging once why. Asking explicitly for
 an unavailable backend is an error. While ``torch.compile``/``torch.export`` trace CPU tensors,
-``auto`` and ``cpu`` run the fused kernel as custom ops (:mod:`~crfhead.engine.backends.cpu.custom_ops`: no
-graph break, one exported program for every length), except under ``torch.onnx.export`` (ONNX has
+``auto`` and ``cpu`` run the fused kernel as dispatcher ops (:mod:`~crfhead.engine.backends.cpu.dispatcher`:
+no graph break, one exported program for every length), except under ``torch.onnx.export`` (ONNX has
 no such ops); otherwise, and on CUDA, the portable backend runs while tracing.
 """
 

@@ -32,7 +32,6 @@ __all__ = [
     "FUSED",
     "MAX_TAGS",
     "TOPK_TILE",
-    "TRACED",
     "edge_marginals",
     "entropy",
     "glue",
@@ -337,7 +336,5 @@ FUSED: Mapping[str, Callable[..., Any]] = {
     "sample": sample,
 }
 """The ops of :mod:`crfhead.engine.table` this backend fuses; the others run portable."""
-TRACED: Mapping[str, Callable[..., Any]] = {}
-"""None while tracing (the portable ops run then)."""
 CHECKED: frozenset[str] = frozenset()
 """No op checks its arguments in a kernel: the table checks the loss's tags."""

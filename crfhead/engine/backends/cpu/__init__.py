@@ -5,10 +5,10 @@ loads the library; :mod:`~crfhead.engine.backends.cpu.abi` is its one signature 
 wrappers generated from it; :mod:`~crfhead.engine.backends.cpu.threads` chooses the threads of a
 call; :mod:`~crfhead.engine.backends.cpu.kernels` holds the ops, one native call each (two for the
 max-marginals and samples). This module registers them with the op table (:mod:`crfhead.engine.table`):
-:data:`FUSED` in eager mode, :data:`EAGER` (the loss, ``log Z`` and Viterbi as dispatcher ops with a
-C++ gradient rule, :mod:`~crfhead.engine.backends.cpu.eager`) ahead of them where that library
-loads, :data:`TRACED` (the custom ops of :mod:`~crfhead.engine.backends.cpu.custom_ops`) while
-``torch.compile``/``torch.export`` trace.
+:data:`FUSED` in eager mode, and :data:`DISPATCHED` (the loss and ``log Z`` with a C++ gradient rule,
+the marginals and Viterbi, as dispatcher ops: :mod:`~crfhead.engine.backends.cpu.dispatcher`) ahead
+of them where that library loads, in eager calls and while ``torch.compile``/``torch.export`` trace
+alike.
 
 Semantics are the portable engine's: masks with holes, empty rows, shared or per-edge transitions,
 start/end, float32/float64 (half types arrive upcast), gradients to emissions, transitions, start and
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crfhead.engine.backends.cpu import custom_ops, eager, kernels
+from crfhead.engine.backends.cpu import dispatcher, kernels
 from crfhead.engine.backends.cpu.kernels import glue, scale_grads
 from crfhead.engine.backends.cpu.native import (
     FLAGS,
@@ -39,14 +39,13 @@ from crfhead.engine.backends.cpu.threads import PARALLEL_WORK, lanes, serial_tor
 
 __all__ = [
     "CHECKED",
-    "EAGER",
+    "DISPATCHED",
     "FLAGS",
     "FUSED",
     "NO_OPENMP",
     "OPENMP",
     "PARALLEL_WORK",
     "SOURCE",
-    "TRACED",
     "glue",
     "lanes",
     "library_path",
@@ -69,21 +68,17 @@ FUSED: Mapping[str, Callable[..., Any]] = {
     "sample": kernels.sample,
 }
 """Every op of :mod:`crfhead.engine.table`, fused (kernels on the raw chain)."""
-TRACED: Mapping[str, Callable[..., Any]] = custom_ops.TRACED
-"""The ops that run as custom ops while tracing (the others run portable then)."""
-EAGER: Callable[[], Mapping[str, Callable[..., Any]]] = eager.registered
-"""The ops whose eager call is one dispatcher op of :mod:`~crfhead.engine.backends.cpu.eager`."""
+DISPATCHED: Callable[[], Mapping[str, Callable[..., Any]]] = dispatcher.registered
+"""The ops that run as dispatcher ops of :mod:`~crfhead.engine.backends.cpu.dispatcher`, eager or traced."""
 CHECKED: frozenset[str] = frozenset({"nll"})
+"""The loss's kernel checks the tags' range itself (before any work)."""
 
 
 def status() -> tuple[bool, str]:
     """Whether the kernel is built and loadable (building it if needed), and if not, why.
 
-    The first call also starts building the eager ops beside the kernel (:func:`~crfhead.engine.
-    backends.cpu.eager.prefetch`): on first use the two compilations share the machine's cores.
+    The first call also starts building the dispatcher ops beside the kernel (:func:`~crfhead.engine.
+    backends.cpu.dispatcher.prefetch`): on first use the two compilations share the machine's cores.
     """
-    eager.prefetch()
+    dispatcher.prefetch()
     return _kernel_status()
-
-
-"""The loss's kernel checks the tags' range itself (before any work)."""

@@ -2,8 +2,8 @@
 
 Each function allocates its outputs, chooses its thread count (:mod:`~crfhead.engine.backends.cpu.threads`)
 and calls one generated entry point (:mod:`~crfhead.engine.backends.cpu.abi`). The ``*_parts``
-functions return tensors only (a part not asked for is an empty ``(0,)`` tensor): the custom ops of
-:mod:`~crfhead.engine.backends.cpu.custom_ops` return them as they are. The others are the backend's kernels
+functions return tensors only (a part not asked for is an empty ``(0,)`` tensor, as the dispatcher
+ops of :mod:`~crfhead.engine.backends.cpu.dispatcher` return it). The others are the backend's kernels
 as the op table (:mod:`crfhead.engine.table`) calls them; none carries autograd history.
 
 Semantics are the portable engine's: masks with holes, empty rows, shared or per-edge transitions,

@@ -1,4 +1,4 @@
-"""The cpu backend's eager ops (``csrc/chain_ops.cpp``): the same results as the ctypes path, bit for bit.
+"""The cpu backend's dispatcher ops (``csrc/chain_ops.cpp``) in eager calls: the ctypes path's results, bit for bit.
 
 The ops run the same kernel entry points, so every value, gold score, gradient, Viterbi score and
 path must equal the ctypes path's exactly (as ``CRFHEAD_EAGER_OPS=0`` selects it), on chains with holes, empty
@@ -24,14 +24,14 @@ from tests.helpers import constrained_chain, random_chain
 pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="no C++ compiler here")
 
 
-def _eager() -> object:
-    from crfhead.engine.backends.cpu import eager
+def _dispatcher() -> object:
+    from crfhead.engine.backends.cpu import dispatcher
 
-    return eager
+    return dispatcher
 
 
 def test_the_eager_ops_build_and_load_wherever_the_kernel_does() -> None:
-    ok, why = _eager().status()  # type: ignore[attr-defined]
+    ok, why = _dispatcher().status()  # type: ignore[attr-defined]
     assert ok, why
 
 
@@ -48,6 +48,7 @@ def _run(pot: ChainPotentials, tags: torch.Tensor, weights: torch.Tensor) -> dic
     logz_grads = torch.autograd.grad((logz * weights).sum(), leaves)
     with torch.no_grad():
         scores, paths = engine.viterbi(chain)
+        marginals = engine.marginals(chain)
     return {
         "loss": loss.detach(),
         "gold": gold,
@@ -58,6 +59,7 @@ def _run(pot: ChainPotentials, tags: torch.Tensor, weights: torch.Tensor) -> dic
         "logz_grads": logz_grads,
         "scores": scores,
         "paths": paths,
+        "marginals": marginals,
         "node": loss.grad_fn.name(),  # type: ignore[union-attr]
     }
 
@@ -99,10 +101,10 @@ def test_eager_ops_equal_the_ctypes_path_bit_for_bit(
     if case == "constrained":  # a gold path the constraints allow: the best one
         tags = torch.where(c.mask, engine.viterbi(pot)[1].clamp(min=0), 0)
     weights = torch.rand(B, generator=g, dtype=dtype)
-    eager = _eager()
-    monkeypatch.setattr(eager, "_enabled", True)
+    dispatcher = _dispatcher()
+    monkeypatch.setattr(dispatcher, "_enabled", True)
     fast = _run(pot, tags, weights)
-    monkeypatch.setattr(eager, "_enabled", False)  # as CRFHEAD_EAGER_OPS=0 does
+    monkeypatch.setattr(dispatcher, "_enabled", False)  # as CRFHEAD_EAGER_OPS=0 does
     slow = _run(pot, tags, weights)
     assert "crfhead::FusedChain" in str(fast["node"])
     assert slow["node"] == "ChainFunctionBackward"
@@ -116,6 +118,7 @@ def test_eager_ops_equal_the_ctypes_path_bit_for_bit(
         "logz_grads",
         "scores",
         "paths",
+        "marginals",
     ):
         _same(fast[key], slow[key])
 
@@ -159,16 +162,16 @@ def test_the_crf_layer_trains_through_the_cpp_rule() -> None:
 
 
 def test_a_failed_build_falls_back_to_the_ctypes_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    eager = _eager()
-    monkeypatch.setattr(eager, "_ops", None)
-    monkeypatch.setattr(eager, "_error", None)
+    dispatcher = _dispatcher()
+    monkeypatch.setattr(dispatcher, "_ops", None)
+    monkeypatch.setattr(dispatcher, "_error", None)
 
     def fail(*_: object, **__: object) -> None:
         raise RuntimeError("compiling chain_ops.cpp failed: error: no torch headers")
 
-    monkeypatch.setattr(eager.native, "build_library", fail)  # type: ignore[attr-defined]
-    assert eager.registered() == {}  # type: ignore[attr-defined]
-    assert eager.status() == (False, "compiling chain_ops.cpp failed: error: no torch headers")  # type: ignore[attr-defined]
+    monkeypatch.setattr(dispatcher.native, "build_library", fail)  # type: ignore[attr-defined]
+    assert dispatcher.registered() == {}  # type: ignore[attr-defined]
+    assert dispatcher.status() == (False, "compiling chain_ops.cpp failed: error: no torch headers")  # type: ignore[attr-defined]
     c = random_chain(1, 3, 5, 4)
     em = c.emissions.requires_grad_(True)
     loss, _ = engine.nll(ChainPotentials(em, c.transitions, c.start, c.end, c.mask), c.mask.long())
@@ -209,21 +212,28 @@ def test_a_summed_loss_gives_its_saved_parts_and_keeps_them_for_a_second_backwar
 
 def test_the_ops_refuse_shapes_that_would_read_out_of_bounds() -> None:
     """Called directly (not through the op table), the ops check the shapes they index by."""
-    from crfhead.engine.backends.cpu import eager
+    from crfhead.engine.backends.cpu import dispatcher
 
-    ops = eager.ops()
+    ops = dispatcher.ops()
     assert ops is not None
     em, mask = torch.randn(2, 3, 4), torch.ones(2, 3, dtype=torch.bool)
     tr, st, en = torch.randn(4, 4), torch.randn(4), torch.randn(4)
     tags = torch.zeros(2, 3, dtype=torch.long)
     with pytest.raises(ValueError, match="transitions must be"):
-        ops.nll(em, torch.randn(5, 5), st, en, mask, tags, 1)
+        ops.nll(em, torch.randn(5, 5), st, en, mask, tags)
     with pytest.raises(ValueError, match="start and end must be"):
-        ops.log_partition(em, tr, torch.randn(3), en, mask, 1)
+        ops.log_partition(em, tr, torch.randn(3), en, mask)
     with pytest.raises(ValueError, match=r"mask must be \(B, T\)"):
-        ops.viterbi(em, tr, st, en, mask[:, :2], 1)
+        ops.viterbi(em, tr, st, en, mask[:, :2])
+    with pytest.raises(ValueError, match=r"mask must be \(B, T\)"):
+        ops.marginals(em, tr, st, en, mask[:1])
     with pytest.raises(ValueError, match=r"tags must be \(B, T\)"):
-        ops.nll(em, tr, st, en, mask, tags[:1], 1)
+        ops.nll(em, tr, st, en, mask, tags[:1])
+    parts = torch.ops.crfhead.nll(em, tr, st, en, mask, tags, True, True)
+    with pytest.raises(ValueError, match="scale_grads takes the parts"):
+        torch.ops.crfhead.scale_grads(torch.ones(2), parts[2][:, :, :3], *parts[3:])
+    with pytest.raises(ValueError, match=r"the loss's gradient must be \(B,\) = \(2\)"):
+        torch.ops.crfhead.scale_grads(torch.ones(3), *parts[2:])
     assert ops.check(em, tr, torch.randn(3), en, mask) == -3  # left to torch's reductions
     assert ops.check(em, tr, st, en, mask) == -1
 
@@ -234,7 +244,7 @@ def test_a_first_use_builds_the_ops_beside_the_kernel_once(tmp_path: Path) -> No
     code = (
         "import torch\n"
         "from crfhead.engine.backends import cpu\n"
-        "from crfhead.engine.backends.cpu import eager\n"
+        "from crfhead.engine.backends.cpu import dispatcher\n"
         "assert cpu.status()[0]\n"
         "from crfhead import CRF\n"
         "loss = CRF(3).nll(torch.randn(2, 4, 3, requires_grad=True), torch.zeros(2, 4).long(), "
@@ -256,13 +266,13 @@ def test_a_first_use_builds_the_ops_beside_the_kernel_once(tmp_path: Path) -> No
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 def test_a_forked_child_does_not_inherit_a_held_build_lock() -> None:
     """A DataLoader worker forked while the ops build in a background thread can still load them."""
-    eager = _eager()
-    lock = eager._lock  # type: ignore[attr-defined]
+    dispatcher = _dispatcher()
+    lock = dispatcher._lock  # type: ignore[attr-defined]
     lock.acquire()
     try:
         pid = os.fork()
         if pid == 0:  # the child: the lock it sees must be free
-            os._exit(0 if eager._lock.acquire(timeout=5) else 1)  # type: ignore[attr-defined]
+            os._exit(0 if dispatcher._lock.acquire(timeout=5) else 1)  # type: ignore[attr-defined]
         _, status = os.waitpid(pid, 0)
     finally:
         lock.release()

@@ -1,10 +1,11 @@
-"""The fused CPU kernel as ``torch.library`` custom ops: registration, gradients, compile, export.
+"""The cpu backend's dispatcher ops traced: registration, fake shapes, gradients, compile, export.
 
 Oracles: ``torch.library.opcheck`` (schema, fake tensors, autograd registration, AOT dispatch with
 dynamic shapes) on every op; ``gradcheck``/``gradgradcheck`` in float64 through the differentiable
-ops; every op's results equal the portable engine's; a compiled BiLSTM-CRF step calls the op and
-never the portable scan; an exported decoder with a dynamic length decodes lengths it was not traced
-with exactly as eager.
+ops; every op's results equal the portable engine's; a compiled BiLSTM-CRF step calls the same op as
+an eager call (its forward and backward graphs the kernel's parts and scaling) and never the portable
+scan; an exported decoder with a dynamic length decodes lengths it was not traced with exactly as
+eager.
 """
 
 from __future__ import annotations
@@ -23,10 +24,17 @@ from crfhead.engine.backends import available, use_backend
 from crfhead.engine.backends.select import resolve
 from crfhead.heads import CRF
 
-pytestmark = pytest.mark.skipif(not available("cpu")[0], reason="no C++ compiler")
 
-if available("cpu")[0]:
-    from crfhead.engine.backends.cpu import custom_ops as ops
+def _loaded() -> bool:
+    if not available("cpu")[0]:
+        return False
+    from crfhead.engine.backends.cpu import dispatcher
+
+    return dispatcher.status()[0]
+
+
+pytestmark = pytest.mark.skipif(not _loaded(), reason="the cpu backend's ops do not build here")
+ops = torch.ops.crfhead
 
 
 def _inputs(c: Chain, grad: bool = False) -> tuple[torch.Tensor, ...]:
@@ -60,11 +68,18 @@ def test_opcheck_every_op(per_position: bool, dtype: torch.dtype) -> None:
     grad = _inputs(c, grad=True)
     plain = _inputs(c)
     tags = _tags(c)
+    for inputs in (grad, plain):
+        torch.library.opcheck(ops.fused_nll, (*inputs, tags))
+        torch.library.opcheck(ops.fused_log_partition, inputs)
     for grads, edges in ((True, True), (True, False), (False, False)):
-        torch.library.opcheck(ops.nll_op, (*grad, tags, grads, edges))
-        torch.library.opcheck(ops.forward_backward_op, (*grad, grads, edges))
-    torch.library.opcheck(ops.marginals_op, plain)
-    torch.library.opcheck(ops.viterbi_op, plain)
+        torch.library.opcheck(ops.nll, (*plain, tags, grads, edges))
+        torch.library.opcheck(ops.forward_backward, (*plain, grads, edges))
+    for edges in (True, False):
+        _, _, *parts = ops.nll(*plain, tags, True, edges)
+        torch.library.opcheck(ops.scale_grads, (torch.rand(3, dtype=dtype), *parts))
+    torch.library.opcheck(ops.marginals, plain)
+    torch.library.opcheck(ops.viterbi, plain)
+    torch.library.opcheck(ops.viterbi, grad)
 
 
 def test_fake_shapes_follow_the_flags() -> None:
@@ -72,14 +87,22 @@ def test_fake_shapes_follow_the_flags() -> None:
     real, tags = _inputs(c), _tags(c)
     with torch._subclasses.FakeTensorMode() as mode:
         fake = [mode.from_tensor(x) for x in real]
-        value, gold, node, edge, first, last = ops.nll_op(*fake, mode.from_tensor(tags), True, True)
+        value, gold, node, edge, first, last = ops.nll(*fake, mode.from_tensor(tags), True, True)
         assert [tuple(x.shape) for x in (value, gold, node, edge, first, last)] == [
             (2,), (2,), (2, 4, 3), (2, 3, 3, 3), (2, 3), (2, 3)
         ]  # fmt: skip
-        parts = ops.forward_backward_op(*fake, False, False)
+        d = ops.scale_grads(value, node, edge, first, last)
+        assert [tuple(x.shape) for x in d] == [(2, 4, 3), (2, 3, 3, 3), (3,), (3,)]
+        d = ops.scale_grads(value, node, edge.sum((0, 1)).expand(2, 3, 3), first, last)
+        assert tuple(d[1].shape) == (3, 3)
+        parts = ops.forward_backward(*fake, False, False)
         assert [tuple(x.shape) for x in parts] == [(2,), (0,), (0,), (0,), (0,)]
-        _, paths = ops.viterbi_op(*fake)
+        _, paths = ops.viterbi(*fake)
         assert paths.dtype == torch.long and tuple(paths.shape) == (2, 4)
+        assert [tuple(x.shape) for x in ops.fused_nll(*fake, mode.from_tensor(tags))] == [
+            (2,),
+            (2,),
+        ]
 
 
 # --------------------------------------------------------------------------- gradients
@@ -91,9 +114,9 @@ def test_gradcheck_and_gradgradcheck_through_the_ops(per_position: bool, with_ta
 
     def f(em: torch.Tensor, tr: torch.Tensor, st: torch.Tensor, en: torch.Tensor) -> torch.Tensor:
         if with_tags:
-            out: torch.Tensor = ops.nll_op(em, tr, st, en, c.mask, tags, True, True)[0]
+            out: torch.Tensor = ops.fused_nll(em, tr, st, en, c.mask, tags)[0]
         else:
-            out = ops.forward_backward_op(em, tr, st, en, c.mask, True, True)[0]
+            out = ops.fused_log_partition(em, tr, st, en, c.mask)
         return out
 
     inputs = _inputs(c, grad=True)[:4]
@@ -108,17 +131,19 @@ def test_every_op_equals_the_portable_engine(per_position: bool) -> None:
     inputs = _inputs(c)
     pot = engine.make_potentials(*inputs)
     tags = torch.where(c.mask, _tags(c), 0)
-    loss, gold, *_ = ops.nll_op(*inputs, tags, True, True)
+    loss, gold, *_ = ops.nll(*inputs, tags, True, True)
     want_loss, want_gold = engine.nll(pot, tags, backend="portable")
     torch.testing.assert_close(loss, want_loss)
     torch.testing.assert_close(gold, want_gold)
-    log_z, *fb = ops.forward_backward_op(*inputs, True, True)
+    torch.testing.assert_close(ops.fused_nll(*inputs, tags), (want_loss, want_gold))
+    log_z, *fb = ops.forward_backward(*inputs, True, True)
     m = scan.moments(pot, True)
     torch.testing.assert_close(log_z, m.value)
+    torch.testing.assert_close(ops.fused_log_partition(*inputs), m.value)
     for got, want in zip(fb, m[1:], strict=True):
         torch.testing.assert_close(got, want)
-    torch.testing.assert_close(ops.marginals_op(*inputs), scan.marginals(pot))
-    scores, paths = ops.viterbi_op(*inputs)
+    torch.testing.assert_close(ops.marginals(*inputs), scan.marginals(pot))
+    scores, paths = ops.viterbi(*inputs)
     want_scores, want_paths = engine.viterbi(pot, backend="portable")
     torch.testing.assert_close(scores, want_scores)
     assert torch.equal(paths, want_paths)
@@ -129,7 +154,9 @@ def test_a_bad_tag_raises_from_the_op() -> None:
     tags = torch.zeros(2, 3, dtype=torch.long)
     tags[1, 2] = 3
     with pytest.raises(ValueError, match=r"tag 3 at unmasked position \(batch 1, time 2\)"):
-        ops.nll_op(*_inputs(c), tags, False, False)
+        ops.nll(*_inputs(c), tags, False, False)
+    with pytest.raises(ValueError, match=r"tag 3 at unmasked position \(batch 1, time 2\)"):
+        ops.fused_nll(*_inputs(c, grad=True), tags)
 
 
 # --------------------------------------------------------------------------- selection
@@ -192,12 +219,22 @@ def test_compiled_bilstm_crf_step_uses_the_fused_op_without_a_graph_break(
     model.zero_grad(set_to_none=True)
 
     graphs: list[torch.fx.GraphModule] = []
+    forward: list[torch.fx.GraphModule] = []
+    backward: list[torch.fx.GraphModule] = []
 
     def backend(gm: torch.fx.GraphModule, example: Any) -> Any:
         graphs.append(gm)
+        from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
 
-        return aot_autograd(fw_compiler=lambda g, _: g, bw_compiler=lambda g, _: g)(gm, example)
+        def keep(into: list[torch.fx.GraphModule]) -> Any:
+            def compiler(g: torch.fx.GraphModule, _: Any) -> Any:
+                into.append(g)
+                return make_boxed_func(g)
+
+            return compiler
+
+        return aot_autograd(fw_compiler=keep(forward), bw_compiler=keep(backward))(gm, example)
 
     _no_portable_scan(monkeypatch)
     step = torch.compile(model, backend=backend, fullgraph=True, dynamic=False)
@@ -205,8 +242,13 @@ def test_compiled_bilstm_crf_step_uses_the_fused_op_without_a_graph_break(
         loss = step(*args)
     loss.backward()
     assert len(graphs) == 1
-    targets = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
-    assert "crfhead.nll.default" in targets
+
+    def targets(g: torch.fx.GraphModule) -> set[str]:
+        return {str(n.target) for n in g.graph.nodes if n.op == "call_function"}
+
+    assert "crfhead.fused_nll.default" in targets(graphs[0])  # the op of an eager call
+    assert "crfhead.nll.default" in targets(forward[0])  # its gradient rule's steps
+    assert "crfhead.scale_grads.default" in targets(backward[0])
     for p, w in zip(model.parameters(), want, strict=True):
         torch.testing.assert_close(p.grad, w)
 
@@ -234,7 +276,7 @@ def test_compiled_loss_of_the_bilstm_encoder_breaks_only_in_the_encoder(
     ops_seen = {
         str(n.target) for g in explained.graphs for n in g.graph.nodes if n.op == "call_function"
     }
-    assert "crfhead.nll.default" in ops_seen
+    assert "crfhead.fused_nll.default" in ops_seen
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(step, backend="aot_eager")(words, tags, mask), want)
 
@@ -288,7 +330,7 @@ def test_exported_loss_with_a_dynamic_length_equals_portable() -> None:
     )
     with torch.no_grad():
         program = torch.export.export(Loss(), example, dynamic_shapes=shapes)
-    assert any(str(n.target) == "crfhead.nll.default" for n in program.graph.nodes)
+    assert any(str(n.target) == "crfhead.fused_nll.default" for n in program.graph.nodes)
     e, t = torch.randn(3, 9, 4), torch.randint(0, 4, (3, 9))
     m = torch.ones(3, 9, dtype=torch.bool)
     m[2, 6:] = False
