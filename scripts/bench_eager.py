@@ -10,6 +10,11 @@ kernel's ``viterbi``) and keeps their medians; the table gives the median over r
 ``layer / kernel`` (the issue's goal: loss within 1.5x, decode within 1.3x). ``--against`` runs the
 same measurement on another checkout of crfhead (``git worktree add /tmp/old REV``) in the same
 process order, one size after the other, so two versions are compared on one machine state.
+
+``--floor`` adds, for this checkout, what any call through torch's autograd costs at each size: the
+loss's dispatcher op called directly (``torch.ops.crfhead.fused_nll`` on the layer's tensors, then
+``backward`` of the summed losses: no layer, no validation, no op table) and the backward of a
+one-node graph (``x.sum()`` of a ``(B,)`` leaf), interleaved with the layer and the kernel.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import torch
 
@@ -41,6 +47,43 @@ def measure(B: int, T: int, K: int, rounds: int, calls: int) -> dict[str, float]
         "decode": layer["decode"],
         "kernel decode": kernel["decode"],
     }
+    return _interleaved(fns, rounds, calls)
+
+
+def measure_floor(B: int, T: int, K: int, rounds: int, calls: int) -> dict[str, float]:
+    """Median microseconds of the layer's loss, the kernel's, the bare op's and autograd's least."""
+    from bench.anchors import crfhead_adapter, crfhead_kernel_adapter
+    from bench.cases import Case, make_inputs
+
+    from crfhead.engine.backends.cpu import dispatcher
+
+    if dispatcher.ops() is None:
+        raise SystemExit(f"--floor needs the dispatcher ops: {dispatcher.status()[1]}")
+    inputs = make_inputs(Case(B, T, K, variable=False), torch.device("cpu"))
+    layer, kernel = crfhead_adapter(inputs).calls, crfhead_kernel_adapter(inputs).calls
+    em = inputs.emissions.clone().requires_grad_(True)
+    scores = [
+        inputs.params[k].clone().requires_grad_(True)
+        for k in ("transitions", "start_transitions", "end_transitions")
+    ]
+    mask, tags = inputs.mask, torch.where(inputs.mask, inputs.tags, 0).long()
+    leaves = [em, *scores]
+    x = torch.randn(B, requires_grad=True)
+
+    def op() -> None:
+        for leaf in leaves:
+            leaf.grad = None
+        torch.autograd.backward(torch.ops.crfhead.fused_nll(em, *scores, mask, tags)[0].sum())
+
+    def least() -> None:
+        x.grad = None
+        torch.autograd.backward(x.sum())
+
+    fns = {"loss": layer["loss"], "kernel loss": kernel["loss"], "op": op, "autograd": least}
+    return _interleaved(fns, rounds, calls)
+
+
+def _interleaved(fns: dict[str, Any], rounds: int, calls: int) -> dict[str, float]:
     for fn in fns.values():
         for _ in range(max(calls, 50)):
             fn()
@@ -71,9 +114,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the kernel's too)")
     parser.add_argument("--against", help="another crfhead checkout, measured alternately")
+    parser.add_argument(
+        "--floor", action="store_true", help="also the bare op and autograd's least"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child's single size
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.one and args.floor:
+        B, T, K = (int(x) for x in args.one.split(","))
+        m = measure_floor(B, T, K, args.rounds, args.calls)
+        print(" ".join(f"{v:.3f}" for v in m.values()))
+        return
     if args.one:
         B, T, K = (int(x) for x in args.one.split(","))
         m = measure(B, T, K, args.rounds, args.calls)
@@ -96,6 +147,25 @@ def main() -> None:
                 env=env, cwd=root, capture_output=True, text=True, check=True,
             ).stdout.split()  # fmt: skip
             print(line(size, dict(zip(keys, map(float, out), strict=True)), label), flush=True)
+    if args.floor:
+        print()
+        print(
+            "| B,T,K | layer loss us | kernel us | bare op us | op / kernel | autograd's least us |"
+        )
+        print("|---|---:|---:|---:|---:|---:|")
+        for size in args.sizes:
+            env = {**os.environ, "PYTHONPATH": here, "OMP_NUM_THREADS": str(args.threads)}
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", size, "--floor", "--rounds", str(args.rounds),
+                 "--calls", str(args.calls), "--threads", str(args.threads)],
+                env=env, cwd=here, capture_output=True, text=True, check=True,
+            ).stdout.split()  # fmt: skip
+            layer, kernel, op, least = map(float, out)
+            print(
+                f"| {size} | {layer:.1f} | {kernel:.1f} | {op:.1f} | {op / kernel:.2f} | "
+                f"{least:.1f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
