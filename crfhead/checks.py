@@ -30,6 +30,7 @@ __all__ = [
     "MissingPackageError",
     "NonFiniteError",
     "as_bool_mask",
+    "chain_is_clean",
     "check_tag_range",
     "check_word_ids",
     "refuse_non_finite",
@@ -42,7 +43,9 @@ __all__ = [
 ChainCheck = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], int | None]
 """``check(emissions, transitions, start, end, mask) -> code``: one fused pass over a chain's scores.
 
-``-1``: nothing refused, every masked emission finite; ``-2``: nothing refused, but some masked
+It takes tensors of the shapes :func:`~crfhead.engine.potentials.make_potentials` accepts (and
+checks them), one float dtype, contiguous, a bool mask. ``-1``: nothing refused, every masked
+emission finite (so the chain passes every check of ``make_potentials`` as it is); ``-2``: nothing refused, but some masked
 emission is not finite (the padding must be zeroed); ``4 * flat_index + i`` (``i``: 0 emissions, 1 transitions, 2 start, 3 end):
 the first NaN or ``+inf`` refused; ``None``: the check does not take these tensors (device, dtype,
 layout), so torch's reductions check them."""
@@ -117,6 +120,19 @@ def refuse_non_finite(name: str, x: Tensor, mask: Tensor | None = None) -> bool:
             "or -inf for a forbidden event"
         )
     return False
+
+
+def chain_is_clean(
+    emissions: Tensor, transitions: Tensor, start: Tensor, end: Tensor, mask: Tensor
+) -> bool:
+    """Whether one fused pass finds the chain valid as it is: shapes, dtypes, device, every score.
+
+    ``True`` only where the fused check is loaded, takes the tensors (see :data:`ChainCheck`) and
+    finds every score finite or ``-inf``, the padding included; ``False`` says nothing (the full
+    checks then run and name what is wrong, if anything is).
+    """
+    check = _chain_check
+    return check is not None and check(emissions, transitions, start, end, mask) == -1
 
 
 def refuse_non_finite_chain(

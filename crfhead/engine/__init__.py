@@ -79,10 +79,10 @@ def _autocast_off(
     """Run ``fn(pot, ...)`` with autocast off on the potentials' device."""
 
     def wrapped(pot: ChainPotentials, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        device = pot.emissions.device
-        if not torch.is_autocast_enabled(device.type):  # the common case: no context manager
+        em = pot.emissions
+        if not torch.is_autocast_enabled("cpu" if em.is_cpu else em.device.type):  # the common case
             return fn(pot, *args, **kwargs)
-        with no_autocast(device):
+        with no_autocast(em.device):
             return fn(pot, *args, **kwargs)
 
     functools.update_wrapper(wrapped, fn)

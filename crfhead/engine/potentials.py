@@ -28,7 +28,12 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
-from crfhead.checks import as_bool_mask, check_tag_range, refuse_non_finite_chain
+from crfhead.checks import (
+    as_bool_mask,
+    chain_is_clean,
+    check_tag_range,
+    refuse_non_finite_chain,
+)
 from crfhead.numerics import IMPOSSIBLE, compute_dtype, is_tracing, onnx_exporting
 
 __all__ = [
@@ -205,6 +210,16 @@ def make_potentials(
             emissions at masked positions are ignored (they may hold anything). In a traced graph
             the same error is raised when the graph runs (:func:`refuse_non_finite_op`).
     """
+    if (
+        isinstance(emissions, Tensor)
+        and isinstance(transitions, Tensor)
+        and isinstance(start, Tensor)
+        and isinstance(end, Tensor)
+        and isinstance(mask, Tensor)
+        and not is_tracing()
+        and chain_is_clean(emissions, transitions, start, end, mask)
+    ):  # the eager common case: one native pass stands for every check below
+        return ChainPotentials(emissions, transitions, start, end, mask)
     _check_float("emissions", emissions)
     if emissions.dim() != 3:
         raise ValueError(f"emissions must be (B, T, K), got shape {tuple(emissions.shape)}")

@@ -175,6 +175,19 @@ def test_backend_selection_rules(monkeypatch: pytest.MonkeyPatch) -> None:
         assert resolve(torch.device("cpu")) == "cpu"
 
 
+def test_the_environment_variable_is_read_at_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CRFHEAD_BACKEND", raising=False)
+    cpu = torch.device("cpu")
+    first = resolve(cpu)  # ``auto``'s choice, remembered for the device
+    monkeypatch.setenv("CRFHEAD_BACKEND", "portable")
+    assert resolve(cpu) == "portable"
+    monkeypatch.setenv("CRFHEAD_BACKEND", "fast")
+    with pytest.raises(ValueError, match="unknown crfhead backend 'fast'"):
+        resolve(cpu)
+    monkeypatch.delenv("CRFHEAD_BACKEND")
+    assert resolve(cpu) == first
+
+
 @pytest.mark.thread_invariant  # a build and its log line
 def test_without_a_compiler_auto_falls_back_with_one_log_line(tmp_path: Path) -> None:
     code = """

@@ -98,3 +98,56 @@ def test_layouts_it_does_not_take_fall_back() -> None:
     tr_t[0, 1] = math.inf
     with pytest.raises(NonFiniteError, match="transitions is \\+inf"):
         checks.refuse_non_finite_chain(em, tr_t, st, en, mask)
+
+
+def _both_checks():  # type: ignore[no-untyped-def]
+    """The dispatcher op's check and the ctypes one (used where the dispatcher ops do not load)."""
+    from crfhead.engine.backends.cpu import dispatcher, native
+
+    found = [("ctypes", native._chain_check(native.entries()["first_non_finite"]))]
+    loaded = dispatcher.ops()
+    if loaded is not None:
+        found.append(("dispatcher", dispatcher._chain_check(loaded.check)))
+    return found
+
+
+def _bad_shapes():  # type: ignore[no-untyped-def]
+    em, tr, st, en, mask, _ = _chain(5, False, torch.float32)
+    B, T, K = em.shape
+    yield "start (1, K)", (em, tr, st[None], en, mask)
+    yield "end (K, 1)", (em, tr, st, en[:, None], mask)
+    yield "start (K+1,)", (em, tr, torch.zeros(K + 1), en, mask)
+    yield "transitions (K, K+1)", (em, torch.zeros(K, K + 1), st, en, mask)
+    yield "transitions (B, T, K, K)", (em, torch.zeros(B, T, K, K), st, en, mask)
+    yield "mask (B, T+1)", (em, tr, st, en, torch.ones(B, T + 1, dtype=torch.bool))
+    yield "mask (T, B)", (em, tr, st, en, mask.t().contiguous())
+    yield "emissions (B, T)", (em[..., 0].contiguous(), tr, st, en, mask)
+
+
+@pytest.mark.parametrize("case", list(_bad_shapes()), ids=lambda c: c[0])
+def test_a_clean_answer_is_never_given_to_a_shape_make_potentials_refuses(case) -> None:  # type: ignore[no-untyped-def]
+    """``-1`` lets make_potentials skip its own checks, so every check must refuse these shapes."""
+    from crfhead.engine.potentials import make_potentials
+
+    _, chain = case
+    for name, check in _both_checks():
+        assert check(*chain) in (None, -3), name  # not taken: the full checks decide
+    with pytest.raises(ValueError, match="must be"):
+        make_potentials(*chain)
+
+
+def test_the_clean_fast_path_keeps_the_tensors_and_the_others_are_fixed() -> None:
+    from crfhead.engine.potentials import make_potentials
+
+    em, tr, st, en, mask, _ = _chain(6, True, torch.float32)
+    assert checks.chain_is_clean(em, tr, st, en, mask)
+    pot = make_potentials(em, tr, st, en, mask)
+    assert pot.emissions is em and pot.transitions is tr and pot.mask is mask
+    em[~mask] = math.nan  # padding: zeroed by the full path, not passed on
+    assert not checks.chain_is_clean(em, tr, st, en, mask)
+    pot = make_potentials(em, tr, st, en, mask)
+    assert bool(torch.isfinite(pot.emissions).all())
+    assert torch.equal(pot.emissions[mask], em[mask])
+    ints = mask.long()  # a 0/1 integer mask: the full path converts it
+    assert not checks.chain_is_clean(em, tr, st, en, ints)
+    assert make_potentials(em, tr, st, en, ints).mask.dtype == torch.bool

@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -35,6 +35,8 @@ _WARNED: set[str] = set()
 _F = TypeVar("_F", bound=Callable[..., object])
 _AUTO = {"cpu": ("cpu", "fused CPU kernel"), "cuda": ("triton", "Triton kernels")}
 """What ``auto`` runs on each device type, and how the fallback warning names it."""
+_AUTO_READY: dict[torch.device, str] = {}
+"""``auto``'s fused backend by device, once it has loaded (a loaded kernel stays loaded)."""
 
 
 def _check(name: str) -> str:
@@ -103,13 +105,28 @@ def _warn_once(key: str, message: str) -> None:
         _LOG.warning(message)
 
 
+# ``os.environ.get`` of an unset variable raises and catches a KeyError inside, on every engine call:
+# the environment's own mapping is read instead (the same data: ``os.environ``'s writes go to it),
+# with the public call where an interpreter has no such mapping.
+_ENV_DATA: dict[Any, Any] | None = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey("CRFHEAD_BACKEND") if _ENV_DATA is not None else None
+
+
+def _env_backend() -> str | None:
+    """``$CRFHEAD_BACKEND``, or ``None`` when unset."""
+    if _ENV_DATA is None:
+        return os.environ.get("CRFHEAD_BACKEND")
+    raw = _ENV_DATA.get(_ENV_KEY)
+    return None if raw is None else os.environ.decodevalue(raw)
+
+
 @_constant_to_compile
 def _ambient() -> str:
     """The context's choice, else ``$CRFHEAD_BACKEND``, else ``auto``: read once while tracing.
 
     A constant to ``torch.compile`` (the graph does not re-check it on later calls).
     """
-    return _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto"
+    return _CURRENT.get() or _env_backend() or "auto"
 
 
 @_constant_to_compile
@@ -147,14 +164,18 @@ def resolve(
     """
     if is_tracing() if tracing is None else tracing:
         return _traced(device, _check(requested or _ambient()))
-    name = _check(requested or _CURRENT.get() or os.environ.get("CRFHEAD_BACKEND") or "auto")
+    name = _check(requested or _CURRENT.get() or _env_backend() or "auto")
     if name == "auto":
+        ready = _AUTO_READY.get(device)  # by device: hashing one is cheaper than naming its type
+        if ready is not None:
+            return ready
         fused = _AUTO.get(device.type)
         if fused is None:
             return "portable"
         backend, what = fused
         ok, why = available(backend)
         if ok:
+            _AUTO_READY[device] = backend
             return backend
         _warn_once(
             backend,

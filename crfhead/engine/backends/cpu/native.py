@@ -233,16 +233,25 @@ def _open(path: Path) -> tuple[ctypes.CDLL, dict[str, Any]]:
 def _chain_check(entry: Any) -> Any:
     """The boundary's fused finiteness check (:data:`crfhead.checks.ChainCheck`) by ``entry``.
 
-    It takes CPU tensors of one dtype, float32 or float64, contiguous, and a contiguous bool mask
-    (the shapes are checked before it runs); others are left to torch's reductions (``None``).
+    It takes CPU tensors of one dtype, float32 or float64, contiguous, of the shapes
+    :func:`~crfhead.engine.potentials.make_potentials` accepts, and a contiguous bool mask; others
+    are left to torch's reductions (``None``).
     """
     dtypes = (torch.float32, torch.float64)
+    cpu = torch.device("cpu")
 
     def check(em: Tensor, tr: Tensor, st: Tensor, en: Tensor, mask: Tensor) -> int | None:
         dt = em.dtype
+        if em.dim() != 3:
+            return None
+        B, T, K = em.shape
         if (
-            dt not in dtypes
-            or em.device.type != "cpu"
+            (tr.shape != (K, K) and tr.shape != (B, max(T - 1, 0), K, K))
+            or st.shape != (K,)
+            or en.shape != (K,)
+            or mask.shape != (B, T)
+            or any(x.device != cpu for x in (em, tr, st, en, mask))
+            or dt not in dtypes
             or tr.dtype != dt
             or st.dtype != dt
             or en.dtype != dt

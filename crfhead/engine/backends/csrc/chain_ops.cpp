@@ -507,9 +507,11 @@ int64_t fused_check(const Tensor& em, const Tensor& tr, const Tensor& st, const 
   const bool shared = tr.dim() == 2 && tr.size(0) == K && tr.size(1) == K;
   const bool per_edge = tr.dim() == 4 && tr.size(0) == B && tr.size(1) == std::max<int64_t>(T - 1, 0) &&
                         tr.size(2) == K && tr.size(3) == K;
-  if (!(shared || per_edge) || st.numel() != K || en.numel() != K || mask.dim() != 2 ||
-      mask.size(0) != B || mask.size(1) != T || !tr.device().is_cpu() || !st.device().is_cpu() ||
-      !en.device().is_cpu() || !mask.device().is_cpu())
+  // Every shape make_potentials accepts, exactly: -1 then stands for its whole validation.
+  if (!(shared || per_edge) || st.dim() != 1 || st.size(0) != K || en.dim() != 1 ||
+      en.size(0) != K || mask.dim() != 2 || mask.size(0) != B || mask.size(1) != T ||
+      !tr.device().is_cpu() || !st.device().is_cpu() || !en.device().is_cpu() ||
+      !mask.device().is_cpu())
     return -3;
   const auto* m = reinterpret_cast<const uint8_t*>(mask.data_ptr<bool>());
   const int per_position = tr.dim() == 4;
