@@ -55,6 +55,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -1273,7 +1274,8 @@ class Pool {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());  // 0: unknown
     if (cores > 0) helpers = std::min(helpers, cores - 1);
     const int64_t start = now_ns();
-    if (adaptive.load() && start < serial_until_.load()) helpers = 0;
+    if (adaptive.load() && (start < serial_until_.load() || cores_taken(start, helpers, cores)))
+      helpers = 0;
     if (busy.owns_lock() && helpers > 0) {
       {
         std::lock_guard<std::mutex> lk(m_);
@@ -1319,9 +1321,38 @@ class Pool {
 
  private:
   static constexpr int64_t kSlowJoinNs = 100'000, kBackoffNs = 1'000'000'000, kSpinNs = 200'000;
+  static constexpr int64_t kLoadNs = 20'000'000;
   static constexpr int kSlowJoins = 2;
 
   Pool() : pid_(getpid()) {}
+
+  // Whether other processes hold every core, before any join is slow: the runnable threads besides
+  // this one and this pool's workers (one may be spinning) number at least the cores, in two reads
+  // of the running count of /proc/loadavg ("running/total", the reader included; Linux) in a row, at
+  // most one every kLoadNs. Two reads, and every core, because one read often catches a thread that is
+  // about to sleep (torch's own OpenMP team spins after its parallel regions). Elsewhere, or where the
+  // file cannot be read, the slow-join backoff alone decides.
+  bool cores_taken(int64_t now, int helpers, int cores) {
+    if (helpers <= 0 || cores <= 0) return false;
+    if (now - load_read_ns_.load(std::memory_order_relaxed) > kLoadNs) {
+      load_read_ns_.store(now, std::memory_order_relaxed);
+      int running = -1, total = 0;
+      double one = 0, five = 0, fifteen = 0;
+      if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf %lf %lf %d/%d", &one, &five, &fifteen, &running, &total) != 5)
+          running = -1;
+        std::fclose(f);
+      }
+      int workers;
+      {
+        std::lock_guard<std::mutex> lk(m_);
+        workers = static_cast<int>(workers_.size());
+      }
+      const bool over = running >= 0 && running - 1 - workers >= cores;
+      full_reads_.store(over ? std::min(full_reads_.load() + 1, 2) : 0, std::memory_order_relaxed);
+    }
+    return full_reads_.load(std::memory_order_relaxed) >= 2;
+  }
 
   static int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -1381,6 +1412,8 @@ class Pool {
   std::atomic<uint64_t> generation_{0};  // changed under m_; read without it while spinning
   std::atomic<int64_t> serial_until_{0};  // steady-clock ns before which calls use no helper
   std::atomic<int> slow_joins_{0};          // slow joins in a row since the last fast one
+  std::atomic<int64_t> load_read_ns_{0};    // when /proc/loadavg was last read (cores_taken)
+  std::atomic<int> full_reads_{0};          // reads in a row that found every core taken
 };
 
 std::atomic<bool> Pool::adaptive{true};
