@@ -39,10 +39,14 @@ _MAX_CANDIDATES = 64
 
 def reverse_within(x: Tensor, lengths: Tensor) -> Tensor:
     """Each row of ``x`` ``(N, L, D)`` reversed within its length ``(N,)``, padding left in place."""
-    L = x.shape[1]
+    N, L, D = x.shape
     t = torch.arange(L, device=x.device)[None, :]
     index = torch.where(t < lengths[:, None], lengths[:, None] - 1 - t, t)  # an involution
-    return x.gather(1, index[:, :, None].expand(-1, -1, x.shape[2]))
+    # Whole vectors of D values moved by one index_select of the (N * L, D) rows (its backward an
+    # index_add_ of rows): a gather with an (N, L, D) index reads one index per value, forward and
+    # backward.
+    rows = (index + torch.arange(N, device=x.device)[:, None] * L).reshape(-1)
+    return x.reshape(N * L, D).index_select(0, rows).view(N, L, D)
 
 
 def grid(size: int) -> int:
@@ -130,18 +134,26 @@ def _one_way(lstm: nn.LSTM, layer: int, suffix: str, x: Tensor) -> Tensor:
     return out
 
 
-def _group(lstm: nn.LSTM, x: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-    """Every layer over one group ``x`` ``(n, l, D)``: outputs ``(n, l, 2H)`` and final states ``(n, 2H)``."""
-    ahead = back = x
+def _group(
+    lstm: nn.LSTM, x: Tensor, lengths: Tensor, outputs: bool = True
+) -> tuple[Tensor | None, Tensor]:
+    """Every layer over one group ``x`` ``(n, l, D)``: outputs ``(n, l, 2H)`` and final states ``(n, 2H)``.
+
+    Without ``outputs`` the outputs are ``None`` and the top layer's are never assembled.
+    """
+    last = (lengths - 1)[:, None, None].expand(-1, 1, lstm.hidden_size)
     for layer in range(lstm.num_layers):
         if layer:
             x = dropout(x, lstm.dropout, lstm.training)
         ahead = _one_way(lstm, layer, "", x)
-        back = reverse_within(
-            _one_way(lstm, layer, "_reverse", reverse_within(x, lengths)), lengths
-        )
+        reversed_back = _one_way(lstm, layer, "_reverse", reverse_within(x, lengths))
+        if not outputs and layer == lstm.num_layers - 1:
+            # Final states alone (a character encoder): the backward direction's, after a row's
+            # first token, is its reversed run's output at the row's last step; no reversal back.
+            finals = [ahead.gather(1, last)[:, 0], reversed_back.gather(1, last)[:, 0]]
+            return None, torch.cat(finals, -1)
+        back = reverse_within(reversed_back, lengths)
         x = torch.cat([ahead, back], -1)
-    last = (lengths - 1)[:, None, None].expand(-1, 1, ahead.shape[2])
     return x, torch.cat([ahead.gather(1, last)[:, 0], back[:, 0]], -1)
 
 
@@ -201,8 +213,8 @@ def bidirectional_lstm(
         group = x.index_select(0, order[start:end])[:, : min(steps, L)]
         group = nn.functional.pad(group, (0, 0, 0, steps - group.shape[1], 0, rows - n))
         group_lengths = nn.functional.pad(sorted_lengths[start:end], (0, rows - n), value=1)
-        group_out, group_final = _group(lstm, group, group_lengths)
-        if outputs:
+        group_out, group_final = _group(lstm, group, group_lengths, outputs)
+        if group_out is not None:
             group_out = group_out[:n, : min(steps, L)]
             pieces_out.append(nn.functional.pad(group_out, (0, 0, 0, L - group_out.shape[1])))
         pieces_final.append(group_final[:n])

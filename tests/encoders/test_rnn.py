@@ -86,6 +86,25 @@ def test_float32_fused_path_matches_and_final_states_alone() -> None:
     torch.testing.assert_close(alone, final, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("layers", [1, 2])
+def test_final_states_alone_equal_the_packed_module_with_gradients(layers: int) -> None:
+    """``outputs=False`` (a character encoder) skips the top layer's outputs, not its exactness."""
+    torch.manual_seed(layers)
+    lstm = nn.LSTM(16, 48, num_layers=layers, batch_first=True, bidirectional=True).double()
+    x = torch.randn(300, 24, 16, dtype=torch.float64, requires_grad=True)
+    lengths = torch.randint(0, 25, (300,))  # rows of length 0 and several groups
+    assert int((lengths == 0).sum()) > 0 and _groups(lstm, lengths) >= 3
+    none, final = bidirectional_lstm(lstm, x, lengths, outputs=False)
+    assert none is None
+    oracle = _packed(lstm, x, lengths)[1]
+    torch.testing.assert_close(final, oracle, rtol=0, atol=1e-12)
+    inputs = [x, *lstm.parameters()]
+    ours = torch.autograd.grad(final.cos().sum(), inputs)
+    theirs = torch.autograd.grad(oracle.cos().sum(), inputs)
+    for a, b in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_eval_and_train_modes_and_dropout_between_layers() -> None:
     torch.manual_seed(1)
     lstm = nn.LSTM(4, 3, num_layers=2, dropout=0.5, batch_first=True, bidirectional=True)
@@ -121,6 +140,13 @@ def test_reverse_within_is_an_involution_that_leaves_padding() -> None:
     assert r[0, :, 0].tolist() == [3.0, 2.0, 1.0, 0.0, 4.0, 5.0]
     assert r[1, :, 0].tolist() == [11.0, 10.0, 9.0, 8.0, 7.0, 6.0]
     assert torch.equal(reverse_within(r, lengths), x)
+    wide = torch.randn(3, 5, 4, requires_grad=True)  # vectors move whole; the gradient goes back
+    short = torch.tensor([5, 2, 1])
+    out = reverse_within(wide, short)
+    assert torch.equal(out[1, :2], wide[1, :2].flip(0)) and torch.equal(out[1, 2:], wide[1, 2:])
+    weights = torch.randn(3, 5, 4)
+    (grad,) = torch.autograd.grad((out * weights).sum(), wide)
+    assert torch.equal(grad, reverse_within(weights, short))
 
 
 def _brute_cost(lengths: list[int], ends: list[int], penalty: int) -> int:
