@@ -61,3 +61,46 @@ def test_inplace_module_is_nn_dropout() -> None:
     x = torch.ones(1000)
     Dropout(0.5, inplace=True)(x)
     assert set(x.unique().tolist()) <= {0.0, 2.0}
+
+
+def test_the_native_pass_runs_for_contiguous_float32_and_torch_elsewhere() -> None:
+    from crfhead.encoders import dropout as module
+
+    ok, why = module.native_status()
+    if not ok:
+        pytest.skip(f"the native pass does not build here: {why}")
+    x = torch.randn(64, 70)
+    assert module._native(x, 0.3) is not None
+    assert module._native(x.t(), 0.3) is None  # not contiguous: torch's draw
+    assert module._native(x.double(), 0.3) is None
+    torch.manual_seed(3)
+    y = dropout(x.t(), 0.3, True)  # the fallback keeps the same contract
+    kept = y != 0
+    torch.testing.assert_close(y[kept], x.t()[kept] / 0.7)
+
+
+def test_masks_of_successive_calls_are_independent() -> None:
+    torch.manual_seed(4)
+    x = torch.ones(400_000)
+    p = 0.5
+    a, b = dropout(x, p, True) != 0, dropout(x, p, True) != 0
+    n = x.numel()
+    both = int((a & b).sum())
+    sd = math.sqrt(n * 0.25 * 0.75)
+    assert abs(both - n * 0.25) < 5 * sd  # two keys: no shared mask
+    neighbours = int((a[1:] & a[:-1]).sum())
+    assert abs(neighbours - (n - 1) * 0.25) < 5 * sd  # within a call: adjacent elements too
+
+
+def test_gradient_of_a_non_contiguous_gradient_and_no_grad_input() -> None:
+    torch.manual_seed(6)
+    x = torch.randn(20, 30, requires_grad=True)
+    y = dropout(x, 0.4, True)
+    upstream = torch.randn(30, 20).t()  # a transposed gradient
+    (g,) = torch.autograd.grad(y, x, upstream)
+    torch.testing.assert_close(g, upstream * (y != 0) / 0.6)
+    with torch.no_grad():
+        z = dropout(x, 0.4, True)
+    assert not z.requires_grad
+    kept = z != 0
+    torch.testing.assert_close(z[kept], x.detach()[kept] / 0.6)
