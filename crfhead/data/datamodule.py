@@ -30,7 +30,7 @@ decodes across groups.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytorch_lightning as pl
@@ -42,6 +42,7 @@ from crfhead.data.corpora import Corpus, FinanceCorpus
 from crfhead.data.features import FeatureTemplates
 from crfhead.data.grouping import Grouping
 from crfhead.data.partial import ANY, convert_partial
+from crfhead.data.samplers import EpochSeededSampler, LengthGroupedSampler, ShardSampler
 from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.data.vocab import Vocab, WordCoverage, word_coverage
 from crfhead.schemes import canonical_scheme, entity_types
@@ -50,6 +51,7 @@ __all__ = [
     "BATCH_FIELDS",
     "EpochSeededSampler",
     "GroupCollator",
+    "LengthGroupedSampler",
     "ResumableLoader",
     "ShardSampler",
     "TaggingDataModule",
@@ -66,44 +68,14 @@ _FIELD_VOCABS = {"words": ("words",), "chars": ("chars",), "features": ("templat
 """The ``vocabs`` keys each batch field is encoded with."""
 
 
+def _word_counts(sentences: Sequence[Sentence]) -> list[int]:
+    return [len(s.tokens) for s in sentences]
+
+
 def _rank_and_world() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
-
-
-class EpochSeededSampler(Sampler[int]):
-    """A shuffling sampler whose order depends only on ``(seed, epoch)``: resuming is exact.
-
-    Under DDP each of the ``world`` ranks takes every ``world``-th index of the same permutation,
-    wrapped around so that every rank runs the same number of steps. :meth:`resume_at` makes the
-    next pass over a given epoch start part-way through it (a run resumed mid-epoch).
-    """
-
-    def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1) -> None:
-        self.n, self.seed, self.epoch, self.rank, self.world = n, seed, 0, rank, world
-        self._resume: tuple[int, int] | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        """Called by Lightning at the start of every epoch."""
-        self.epoch = epoch
-
-    def resume_at(self, epoch: int, consumed: int) -> None:
-        """Skip the first ``consumed`` indices of the next pass, if that pass is over ``epoch``."""
-        self._resume = (epoch, max(0, consumed))
-
-    def __iter__(self) -> Iterator[int]:
-        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(self.n, generator=g).tolist()
-        if self.world > 1 and order:
-            order = (order * self.world)[: len(self) * self.world][self.rank :: self.world]
-        resume, self._resume = self._resume, None
-        if resume is not None and resume[0] == self.epoch:
-            order = order[resume[1] :]
-        return iter(order)
-
-    def __len__(self) -> int:
-        return -(-self.n // self.world)
 
 
 class ResumableLoader(DataLoader[Batch]):
@@ -131,22 +103,6 @@ class ResumableLoader(DataLoader[Batch]):
         if isinstance(self.sampler, EpochSeededSampler) and self.batch_size is not None:
             epoch, batches = int(state["epoch"]), int(state["batches"])
             self.sampler.resume_at(epoch, batches * self.batch_size)
-
-
-class ShardSampler(Sampler[int]):
-    """Evaluation sharding without padding: rank ``r`` of ``world`` reads ``r, r + world, ...``.
-
-    Unlike ``DistributedSampler`` no sentence is repeated, so gathered metrics count each once.
-    """
-
-    def __init__(self, n: int, rank: int = 0, world: int = 1) -> None:
-        self.n, self.rank, self.world = n, rank, world
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(range(self.rank, self.n, self.world))
-
-    def __len__(self) -> int:
-        return len(range(self.rank, self.n, self.world))
 
 
 class GroupCollator:
@@ -198,6 +154,12 @@ class TaggingDataModule(pl.LightningDataModule):
         needs: the batch fields the model reads, a subset of :data:`BATCH_FIELDS` (``train.py`` links
             it from the model's encoder and head; not set in a config); only their vocabularies are
             built. ``None``: every field.
+        length_window: ``0`` (the default): training batches are drawn from a plain shuffle. ``w >
+            0``: batches of similar length (:class:`~crfhead.data.samplers.LengthGroupedSampler`,
+            windows of ``w`` batches sorted by length), each sentence's length as the model
+            counts it (:meth:`set_lengths`; ``train.py`` passes the model's
+            :meth:`~crfhead.model.tagger.Tagger.lengths`, subword pieces for a transformer; words
+            without one). Less padding, a less random batch; evaluation order is unchanged.
 
     Attributes:
         added_words: the words added to the vocabulary for ``word_vectors`` (vocabulary keys, in
@@ -219,8 +181,11 @@ class TaggingDataModule(pl.LightningDataModule):
         grouping: Grouping | None = None,
         word_vectors: dict[str, Any] | WordCoverage | None = None,
         needs: Sequence[str] | None = None,
+        length_window: int = 0,
     ) -> None:
         super().__init__()
+        if length_window < 0:
+            raise ValueError(f"length_window must be >= 0 (0: plain shuffle), got {length_window}")
         fields = BATCH_FIELDS if needs is None else frozenset(needs) & BATCH_FIELDS
         if batch_size < 1 or eval_batch_size < 1:
             raise ValueError(
@@ -232,6 +197,8 @@ class TaggingDataModule(pl.LightningDataModule):
         self.scheme = canonical_scheme(scheme)
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
         self.seed, self.num_workers = seed, num_workers
+        self.length_window = length_window
+        self._lengths: Callable[[Sequence[Sentence]], list[int]] = _word_counts
         self.splits = self.corpus.load()
         source = canonical_scheme(self.corpus.scheme)
         if source != self.scheme:
@@ -328,6 +295,25 @@ class TaggingDataModule(pl.LightningDataModule):
             )
         self.needs = needs
 
+    def set_lengths(self, lengths: Callable[[Sequence[Sentence]], list[int]]) -> None:
+        """How long each sentence is in a padded batch, for ``length_window`` (default: its words).
+
+        ``train.py`` passes the model's :meth:`~crfhead.model.tagger.Tagger.lengths`.
+        """
+        self._lengths = lengths
+
+    def _item_lengths(self, split: str) -> list[int]:
+        """The length of every item of ``split``: a sentence's, or a group's longest sentence's."""
+        sentences = self.splits[split]
+        lengths = self._lengths(sentences)
+        if len(lengths) != len(sentences):
+            raise ValueError(
+                f"the length function gave {len(lengths)} lengths for {len(sentences)} sentences"
+            )
+        if self.grouping is None:
+            return lengths
+        return [max((lengths[i] for i in g), default=0) for g in self.groups[split]]
+
     def _loader(self, split: str, train: bool) -> DataLoader[Batch]:
         sentences = self.splits[split]
         base = collator_for(self.vocabs, self.needs)
@@ -337,11 +323,16 @@ class TaggingDataModule(pl.LightningDataModule):
             items = [[sentences[i] for i in g] for g in self.groups[split]]
             collate = GroupCollator(base)
         rank, world = _rank_and_world()
-        sampler: Sampler[int] = (
-            EpochSeededSampler(len(items), self.seed, rank, world)
-            if train
-            else ShardSampler(len(items), rank, world)
-        )
+        sampler: Sampler[int]
+        if not train:
+            sampler = ShardSampler(len(items), rank, world)
+        elif self.length_window:
+            lengths = self._item_lengths(split)
+            sampler = LengthGroupedSampler(
+                lengths, self.batch_size, self.length_window, self.seed, rank, world
+            )
+        else:
+            sampler = EpochSeededSampler(len(items), self.seed, rank, world)
         if train:
             return ResumableLoader(
                 items,

@@ -330,7 +330,8 @@ class SubwordAligner:
         self.pooling = pooling
         unk = tokenizer.unk_token
         self.placeholder = placeholder if placeholder is not None else (unk if unk else "?")
-        if not self._piece_counts([[self.placeholder]])[0][0]:
+        self._placeholder_pieces = self._piece_counts([[self.placeholder]])[0][0]
+        if not self._placeholder_pieces:
             raise ValueError(f"the placeholder {self.placeholder!r} tokenises to no piece")
 
     def __repr__(self) -> str:
@@ -354,6 +355,20 @@ class SubwordAligner:
                     row[w] += 1
             counts.append(row)
         return counts
+
+    def lengths(self, sentences: Sequence[Sentence | Sequence[str]]) -> list[int]:
+        """Pieces each sentence's longest window holds, special tokens included.
+
+        What a batch is padded to (``L``) is the largest of these; a sentence longer than a window
+        counts as a full window. A word without a piece counts its placeholder's pieces.
+        """
+        words = [list(s.tokens) if isinstance(s, Sentence) else list(s) for s in sentences]
+        special = self.max_length - self.budget
+        fill = self._placeholder_pieces
+        return [
+            min(sum(min(c or fill, self.budget) for c in row), self.budget) + special
+            for row in self._piece_counts(words)
+        ]
 
     def __call__(
         self,

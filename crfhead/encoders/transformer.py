@@ -18,7 +18,7 @@ import importlib.util
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from crfhead.checks import MissingPackageError
 from crfhead.data.batching import Batch
+from crfhead.data.sentence import Sentence
 from crfhead.data.subwords import _UNSET_MAX_LENGTH, POOLINGS, SubwordAligner
 
 __all__ = [
@@ -366,6 +367,10 @@ class TransformerEncoder(nn.Module):
         head = [p for p in self.parameters() if p.requires_grad and id(p) not in ids]
         groups = [{"name": "backbone", "params": backbone}, {"name": "head", "params": head}]
         return [g for g in groups if g["params"]]
+
+    def lengths(self, sentences: Sequence[Sentence]) -> list[int]:
+        """Pieces each sentence takes in a batch (:meth:`SubwordAligner.lengths`)."""
+        return self.aligner.lengths(sentences)
 
     def forward(self, batch: Batch) -> Tensor:
         """Emissions of a batch.

@@ -10,13 +10,14 @@ cost-augmented loss of the group, which the head's fit must give (the structured
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from crfhead.data.batching import Batch
-from crfhead.data.sentence import LabelVocab
+from crfhead.data.sentence import LabelVocab, Sentence
 from crfhead.data.vocab import Vocab
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.heads.base import ChainHead, path_labels, reduce_loss
@@ -102,6 +103,16 @@ class Tagger(nn.Module):
     def needs(self) -> frozenset[str]:
         """The batch fields the encoder (or a word-scoring head) reads."""
         return self.head.reads(getattr(self.encoder, "needs", frozenset()))
+
+    def lengths(self, sentences: Sequence[Sentence]) -> list[int]:
+        """How long each sentence is in a padded batch (what ``length_window`` batching sorts by).
+
+        The encoder's ``lengths`` where it has one (a transformer's subword pieces), else words.
+        """
+        lengths = getattr(self.encoder, "lengths", None)
+        if callable(lengths):
+            return list(lengths(sentences))
+        return [len(s.tokens) for s in sentences]
 
     def forward(self, batch: Batch) -> Tensor:
         """Emissions ``(B, T, K)``: the encoder's, or the head's own for a word-scoring head."""

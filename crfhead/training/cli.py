@@ -291,6 +291,7 @@ class TaggerCLI(LightningCLI):
             raise ConfigError(_config_message(error)) from error
         if isinstance(self.datamodule, TaggingDataModule) and isinstance(self.model, TaggerModule):
             self.datamodule.set_needs(self.model.tagger.needs)
+            self.datamodule.set_lengths(self.model.tagger.lengths)
         self.trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         continue_run = getattr(self.trainer.logger, "continue_run", None)
         if self.resume_step is not None and self.subcommand == "fit" and continue_run is not None:

@@ -522,3 +522,25 @@ def test_packaged_minilm_tokenizer() -> None:
     long = SubwordAligner(tok, max_length=8, stride=2)([sentence * 3])
     assert long.num_windows > 1
     assert long.merge(long.word_ids)[0].tolist() == list(range(3 * len(sentence)))
+
+
+def test_lengths_are_what_a_batch_pads_to(tokenizer: Any) -> None:
+    """``lengths`` is the ``L`` of the sentence's own batch: special tokens, placeholders for
+    zero-piece words, truncated long words, and a full window for a sentence split in windows."""
+    aligner = SubwordAligner(tokenizer, max_length=8, stride=2)
+    sentences = [
+        [],
+        ["cat"],
+        ["the", "cat", "playing"],
+        ["the", "\u200b", "cat"],  # the placeholder's piece
+        ["a" + "b" * 9],  # 10 pieces, truncated to the 6 a window holds
+        ["the", "cat", "playing", "on", "the", "mat", "unbelievable"],  # 10 pieces: 2 windows
+    ]
+    lengths = aligner.lengths(sentences)
+    assert lengths == [2, 3, 6, 5, 8, 8]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = [aligner([s]).input_ids.shape[1] for s in sentences]
+    assert lengths == alone
+    assert aligner.lengths([]) == []
+    assert aligner.lengths([Sentence(["the", "cat"])]) == [4]

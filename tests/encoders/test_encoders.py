@@ -334,6 +334,21 @@ def test_transformer_windows_are_merged_back(tiny_bert: Path) -> None:
     torch.testing.assert_close(emissions[0, -2:], last[-2:], rtol=1e-5, atol=1e-5)
 
 
+def test_tagger_lengths_are_the_encoders_padded_lengths(tiny_bert: Path) -> None:
+    """What length-grouped batching sorts by: a transformer's pieces, [CLS] and [SEP] included
+    (the width of the sentence's own batch), an encoder without ``lengths`` its words."""
+    from crfhead.model.tagger import Tagger
+
+    encoder = TransformerEncoder(num_tags=K, model=str(tiny_bert))
+    sentences = [*TRAIN, EMPTY, Sentence(["extras", "funds"])]  # extra ##s fund ##s
+    pieces = encoder.lengths(sentences)
+    assert pieces == [encoder.aligner([s]).input_ids.shape[1] for s in sentences]
+    assert pieces == [7, 12, 7, 2, 6]
+    assert Tagger(encoder, LABELS).lengths(sentences) == pieces
+    indicator = IndicatorEncoder(K, NUM_FEATURES)
+    assert Tagger(indicator, LABELS).lengths(sentences) == [5, 10, 5, 0, 2]
+
+
 def test_transformer_freeze(tiny_bert: Path) -> None:
     encoder = TransformerEncoder(num_tags=K, model=str(tiny_bert), freeze=True).train()
     assert not encoder.backbone.training and encoder.dropout.training

@@ -616,13 +616,18 @@ def test_higher_order_learned_weights_with_a_crf_head_are_refused_before_trainin
         main([*_args(tmp_path), "--config", str(extra)])
 
 
-def test_resume_mid_epoch_continues_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("window", [0, 2])
+def test_resume_mid_epoch_continues_exactly(tmp_path: Path, window: int) -> None:
     """A checkpoint written inside an epoch resumes with the next batch of the same permutation:
-    the parameters equal those of the uninterrupted run (the loader's position is in the checkpoint)."""
-    full = main(_args(tmp_path / "a", **{"trainer.max_epochs": 2}))
+    the parameters equal those of the uninterrupted run (the loader's position is in the checkpoint),
+    with plain and with length-grouped batches."""
+    grouped = {"data.length_window": window}
+    full = main(_args(tmp_path / "a", **{"trainer.max_epochs": 2}, **grouped))
     steps = full.trainer.num_training_batches
     assert steps >= 3
-    part = _args(tmp_path / "b", **{"trainer.max_steps": steps + 2})  # 2 batches into epoch 1
+    sampler = full.datamodule.train_dataloader().sampler
+    assert (type(sampler).__name__ == "LengthGroupedSampler") == bool(window)
+    part = _args(tmp_path / "b", **{"trainer.max_steps": steps + 2}, **grouped)
     config = Path(part[1])
     config.write_text(
         config.read_text().replace(
@@ -639,7 +644,11 @@ def test_resume_mid_epoch_continues_exactly(tmp_path: Path) -> None:
     loader = state["loops"]["fit_loop"]["state_dict"]["combined_loader"]
     assert loader == [{"epoch": 1, "batches": 2}]
     resumed = main(
-        ["fit", *_args(tmp_path / "c", **{"trainer.max_epochs": 2}), f"--ckpt_path={ckpt}"]
+        [
+            "fit",
+            *_args(tmp_path / "c", **{"trainer.max_epochs": 2}, **grouped),
+            f"--ckpt_path={ckpt}",
+        ]
     )
     assert resumed.trainer.global_step == full.trainer.global_step
     for (name, p), (_, q) in zip(
