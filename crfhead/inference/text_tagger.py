@@ -54,6 +54,7 @@ from crfhead.data.sentence import Sentence
 from crfhead.data.tokenize import Token, Tokenizer, tokenizer_from_dict
 from crfhead.engine.potentials import ChainPotentials
 from crfhead.evaluation.spans import span_probabilities_from
+from crfhead.inference.collector import collector_paused
 from crfhead.inference.documents import (
     Merged,
     join_ranges,
@@ -525,6 +526,8 @@ class TextTagger:
         A token list's character offsets index its tokens joined by single spaces; it is not
         split into sentences, but is cut into windows beyond ``max_length``. With ``group``
         (:meth:`tag`), each text of a group decoded jointly has :attr:`Tagged.certified` set.
+        Python's cyclic garbage collector is paused for the call, and :meth:`tag`'s
+        (:func:`~crfhead.inference.collector.collector_paused`; not for the streaming calls).
 
         Args:
             items: any iterable of raw texts and token lists.
@@ -551,39 +554,40 @@ class TextTagger:
                 is longer than ``max_length``; an invalid ``group``, or one given to a model
                 without a group decoder.
         """
-        _refuse_one_text(items)
-        if group is not False and group != "none":
-            if spans is not None or forbid is not None:
-                raise ValueError(
-                    f"spans=/forbid= with group={group!r}: the group decoder does not take "
-                    "constraints; tag without group= to pin spans or forbid labels"
-                )
-            _refuse_not_iterable(items)
-            prepared = self._prepare(items)
-            plan = self._options(split, max_length, overlap, marginals, k, grouped=True)
-            for i, (_, toks) in enumerate(prepared):
-                if len(toks) > plan.max_length:
+        with collector_paused():  # no cycles are made; full collections would free nothing
+            _refuse_one_text(items)
+            if group is not False and group != "none":
+                if spans is not None or forbid is not None:
                     raise ValueError(
-                        f"group={group!r}: a group decoder takes each text whole, but texts[{i}] "
-                        f"has {len(toks)} tokens > max_length={plan.max_length}; raise "
-                        "max_length, or cut the text into several texts yourself"
+                        f"spans=/forbid= with group={group!r}: the group decoder does not take "
+                        "constraints; tag without group= to pin spans or forbid labels"
                     )
-            groups = self._groups_of_prepared(group, prepared)
-            return self._run_groups(prepared, groups or [])
-        return list(
-            self.iter_annotate(
-                items,
-                batch_size=batch_size,
-                progress=progress,
-                split=split,
-                max_length=max_length,
-                overlap=overlap,
-                marginals=marginals,
-                k=k,
-                spans=spans,
-                forbid=forbid,
+                _refuse_not_iterable(items)
+                prepared = self._prepare(items)
+                plan = self._options(split, max_length, overlap, marginals, k, grouped=True)
+                for i, (_, toks) in enumerate(prepared):
+                    if len(toks) > plan.max_length:
+                        raise ValueError(
+                            f"group={group!r}: a group decoder takes each text whole, but texts[{i}] "
+                            f"has {len(toks)} tokens > max_length={plan.max_length}; raise "
+                            "max_length, or cut the text into several texts yourself"
+                        )
+                groups = self._groups_of_prepared(group, prepared)
+                return self._run_groups(prepared, groups or [])
+            return list(
+                self.iter_annotate(
+                    items,
+                    batch_size=batch_size,
+                    progress=progress,
+                    split=split,
+                    max_length=max_length,
+                    overlap=overlap,
+                    marginals=marginals,
+                    k=k,
+                    spans=spans,
+                    forbid=forbid,
+                )
             )
-        )
 
     def iter_annotate(
         self,
