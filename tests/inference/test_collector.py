@@ -19,6 +19,7 @@ from crfhead.data.datamodule import TaggingDataModule
 from crfhead.inference import TextTagger
 from crfhead.inference.collector import collector_paused
 from crfhead.model.tagger import Tagger
+from tests.helpers import letter_bert
 
 CONFIG = {"encoder": None, "head": None, "constrained": True, "decoder": None, "grouping": None}
 TEXTS = [
@@ -110,28 +111,6 @@ def test_annotate_and_tag_pause_and_the_streaming_calls_do_not(
     assert gc.isenabled()
 
 
-def _tiny_bert(folder: Path) -> Path:
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    words = sorted({w.lower().strip(".,") for t in TEXTS for w in t.split()} - {""})
-    folder.mkdir()
-    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
-    (folder / "vocab.txt").write_text("\n".join(pieces) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast.from_pretrained(str(folder), local_files_only=True)
-    config = BertConfig(
-        vocab_size=len(pieces),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=16,
-        max_position_embeddings=64,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
-    return folder
-
-
 @pytest.mark.parametrize("kind", ["indicator", "bilstm", "transformer"])
 def test_tagging_makes_no_reference_cycles(
     kind: str, vocabs: dict[str, Any], tmp_path: Path
@@ -143,7 +122,7 @@ def test_tagging_makes_no_reference_cycles(
         encoder = {"class_path": "crfhead.encoders.BiLSTMEncoder", "init_args": {"hidden_size": 8}}
     if kind == "transformer":
         pytest.importorskip("transformers")
-        folder = _tiny_bert(tmp_path / "bert")
+        folder = letter_bert(tmp_path / "bert")
         encoder = {
             "class_path": "crfhead.encoders.TransformerEncoder",
             "init_args": {"model": str(folder)},
