@@ -5,8 +5,10 @@ nothing later that a collection would have freed earlier), for each kind of enco
 
 from __future__ import annotations
 
+import collections
 import gc
 import threading
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 
+import crfhead
 from crfhead.data.corpora import FinanceCorpus
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.inference import TextTagger
@@ -111,12 +114,26 @@ def test_annotate_and_tag_pause_and_the_streaming_calls_do_not(
     assert gc.isenabled()
 
 
+PACKAGE = str(Path(crfhead.__file__).parent)
+
+
+def _of_crfhead(obj: object) -> bool:
+    """Whether a garbage object is crfhead's: an instance of its classes, or its code's frame or
+    function (a cycle through an exception's traceback holds the frames). Other threads of the
+    process (pytest-xdist's message loop) may leave their own garbage in the same window."""
+    if isinstance(obj, types.FrameType):
+        return obj.f_code.co_filename.startswith(PACKAGE)
+    if isinstance(obj, types.FunctionType):
+        return obj.__code__.co_filename.startswith(PACKAGE)
+    return type(obj).__module__.split(".")[0] == "crfhead"
+
+
 @pytest.mark.parametrize("kind", ["indicator", "bilstm", "transformer"])
 def test_tagging_makes_no_reference_cycles(
     kind: str, vocabs: dict[str, Any], tmp_path: Path
 ) -> None:
     """What the pause rests on: everything a call allocates is freed by reference counting, so a
-    collection after it finds nothing (with marginals and k-best too)."""
+    collection after it finds nothing of crfhead's (with marginals and k-best too)."""
     encoder = None
     if kind == "bilstm":
         encoder = {"class_path": "crfhead.encoders.BiLSTMEncoder", "init_args": {"hidden_size": 8}}
@@ -132,11 +149,17 @@ def test_tagging_makes_no_reference_cycles(
     tagger.annotate(TEXTS[:2], marginals=True, k=2)
     gc.collect()
     gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         out = tagger.tag(TEXTS)
         tagger.annotate(TEXTS[:2], marginals=True, k=2)
-        found = gc.collect()
+        gc.collect()
+        garbage = list(gc.garbage)
     finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
         gc.enable()
     assert len(out) == len(TEXTS)
-    assert found == 0
+    ours = [o for o in garbage if _of_crfhead(o)]
+    kinds = collections.Counter(type(o).__qualname__ for o in ours)
+    assert not ours, f"{len(ours)} crfhead objects in cycles: {kinds.most_common(8)}"
