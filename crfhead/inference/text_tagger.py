@@ -471,7 +471,10 @@ class TextTagger:
             )
             return self.annotate([texts], **opts, **one)[0].entities  # type: ignore[arg-type]
         many = dict(spans=spans, forbid=forbid)
-        return [t.entities for t in self.annotate(_only_text(texts), **opts, **many)]  # type: ignore[arg-type]
+        # Paused here too, so the tokens and tags, dropped when the entities are taken, are freed
+        # before the collector is back: its first young collection then sees the entities alone.
+        with collector_paused():
+            return [t.entities for t in self.annotate(_only_text(texts), **opts, **many)]  # type: ignore[arg-type]
 
     def iter_tag(
         self,
