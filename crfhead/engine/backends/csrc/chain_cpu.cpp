@@ -87,6 +87,7 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr int64_t kLanesPerEdgeMaxPlusMaxK = 32;  // see lanes_per_edge
 constexpr int64_t kLazyTopkMinK = 16;      // see topk_path
+constexpr int kMergeTargets = 3;            // see merge_lanes
 
 // The scaled recursions' constants per compute type:
 //   tiny   a normaliser below it leaves the range (the sequence falls back to log space);
@@ -1898,53 +1899,73 @@ inline V lane_gather(const V* c, I q) {
 #endif
 }
 
-// The merge of topk_one on W lanes at once, branch-free: the K lists c[j * R .. j * R + R) (each
-// sorted in decreasing order lane by lane, values with the transition already added) give their R
-// best values, plus `e` when Add, at dst[0 .. R) and their j * R + rank at from[0 .. R). Each rank
-// takes the largest head (strict '>' over ascending j: the lowest previous tag wins ties, and within a
-// list the lower rank comes first, as in topk_one); then the chosen list of each lane moves its head
-// on by one, its new head fetched by one gather over the lanes (at rank r a head is at most r, so
-// no list is read past its end before the last rank). h and q (K vectors each) are scratch: each
-// list's head value and its index j * R + rank.
-template <bool Add, typename V, typename I>
+// The merge of topk_one on W lanes at once, branch-free, for G targets side by side (their chains
+// of dependent compares and gathers interleaved; more than three spill the registers): target g's
+// K lists c[g KR + j R .. g KR + j R + R) (each sorted in decreasing order lane by lane, values
+// with the transition already added) give their R best values, plus e[g] when Add, at
+// dst[g R .. g R + R) and their j * R + rank at from[g R .. g R + R). Each rank takes the largest
+// head (strict '>' over ascending j: the lowest previous tag wins ties, and within a list the lower
+// rank comes first, as in topk_one); then the chosen list of each lane moves its head on by one, its
+// new head fetched by one gather over the lanes (at rank r a head is at most r, so no list is read
+// past its end before the last rank). h and q (G K vectors each) are scratch: each list's head
+// value and its index j * R + rank.
+template <bool Add, int G, typename V, typename I>
 inline void merge_lanes(const V* __restrict c, V* __restrict h, I* __restrict q, int64_t K, int64_t R,
-                        V e, V* __restrict dst, I* __restrict from) {
+                        const V* __restrict e, V* __restrict dst, I* __restrict from) {
   using E = decltype(q[0][0] + 0);
-  for (int64_t j = 0; j < K; ++j) {
-    q[j] = I{} + static_cast<E>(j * R);
-    h[j] = c[j * R];
-  }
-  for (int64_t r = 0; r < R; ++r) {
-    // Two running maxima, over the even and the odd lists (strict '>' over ascending j), then the
-    // odd one taken where it is larger or equal with a lower index (q orders the lists as j does):
-    // the pick of one scan over j, in half its chain of dependent compares.
-    V bv = h[0], ov = K > 1 ? h[1] : h[0];
-    I bq = q[0], oq = K > 1 ? q[1] : q[0];
-    int64_t j = 2;
-    for (; j + 1 < K; j += 2) {
-      const I ge = h[j] > bv;
-      bv = ge ? h[j] : bv;
-      bq = ge ? q[j] : bq;
-      const I go = h[j + 1] > ov;
-      ov = go ? h[j + 1] : ov;
-      oq = go ? q[j + 1] : oq;
-    }
-    if (j < K) {
-      const I ge = h[j] > bv;
-      bv = ge ? h[j] : bv;
-      bq = ge ? q[j] : bq;
-    }
-    const I take = (ov > bv) | ((ov == bv) & (oq < bq));
-    bv = take ? ov : bv;
-    bq = take ? oq : bq;
-    dst[r] = Add ? bv + e : bv;
-    from[r] = bq;
-    if (r + 1 == R) break;
-    const V next = lane_gather(c, bq + 1);
+  const int64_t KR = K * R;
+  for (int g = 0; g < G; ++g)
     for (int64_t j = 0; j < K; ++j) {
-      const I m = q[j] == bq;  // the lanes whose pick came from list j
-      h[j] = m ? next : h[j];
-      q[j] -= m;  // (m is -1 there)
+      q[g * K + j] = I{} + static_cast<E>(j * R);
+      h[g * K + j] = c[g * KR + j * R];
+    }
+  for (int64_t r = 0; r < R; ++r) {
+    // Two running maxima per target, over the even and the odd lists (strict '>' over ascending
+    // j), then the odd one taken where it is larger or equal with a lower index (q orders the
+    // lists as j does): the pick of one scan over j, in half its chain of dependent compares.
+    V bv[G], ov[G];
+    I bq[G], oq[G];
+    for (int g = 0; g < G; ++g) {
+      bv[g] = h[g * K];
+      ov[g] = K > 1 ? h[g * K + 1] : h[g * K];
+      bq[g] = q[g * K];
+      oq[g] = K > 1 ? q[g * K + 1] : q[g * K];
+    }
+    int64_t j = 2;
+    for (; j + 1 < K; j += 2)
+      for (int g = 0; g < G; ++g) {
+        const V* hg = h + g * K;
+        const I* qg = q + g * K;
+        const I ge = hg[j] > bv[g];
+        bv[g] = ge ? hg[j] : bv[g];
+        bq[g] = ge ? qg[j] : bq[g];
+        const I go = hg[j + 1] > ov[g];
+        ov[g] = go ? hg[j + 1] : ov[g];
+        oq[g] = go ? qg[j + 1] : oq[g];
+      }
+    if (j < K)
+      for (int g = 0; g < G; ++g) {
+        const I ge = h[g * K + j] > bv[g];
+        bv[g] = ge ? h[g * K + j] : bv[g];
+        bq[g] = ge ? q[g * K + j] : bq[g];
+      }
+    for (int g = 0; g < G; ++g) {
+      const I take = (ov[g] > bv[g]) | ((ov[g] == bv[g]) & (oq[g] < bq[g]));
+      bv[g] = take ? ov[g] : bv[g];
+      bq[g] = take ? oq[g] : bq[g];
+      dst[g * R + r] = Add ? bv[g] + e[g] : bv[g];
+      from[g * R + r] = bq[g];
+    }
+    if (r + 1 == R) break;
+    for (int g = 0; g < G; ++g) {
+      const V next = lane_gather(c + g * KR, bq[g] + 1);
+      V* hg = h + g * K;
+      I* qg = q + g * K;
+      for (int64_t j = 0; j < K; ++j) {
+        const I m = qg[j] == bq[g];  // the lanes whose pick came from list j
+        hg[j] = m ? next : hg[j];
+        qg[j] = m ? qg[j] + 1 : qg[j];
+      }
     }
   }
 }
@@ -1963,9 +1984,9 @@ void topk_block(const Chain<S>& c, const Lanes<S>& L, int64_t R, Work<S>& w, S* 
   const V ninf = V{} - std::numeric_limits<S>::infinity();
   gather(c, L, w.E);
   w.kv.assign(2 * KR, ninf);
-  w.kc.resize(KR);
-  w.kq.resize(K);
-  w.kh.resize(K);
+  w.kc.resize(kMergeTargets * KR);
+  w.kq.resize(kMergeTargets * K);
+  w.kh.resize(kMergeTargets * K);
   w.kb.resize(N * KR);
   V* prev = w.kv.data();
   V* cur = w.kv.data() + KR;
@@ -1975,20 +1996,30 @@ void topk_block(const Chain<S>& c, const Lanes<S>& L, int64_t R, Work<S>& w, S* 
     const I active = L.active(i);
     if (c.per_position) gather_edges(c, L, i, w.M);
     const V* e = w.E.data() + i * K;
+    // The candidate lists of target k at cand + (k % kMergeTargets) K R; the targets merge
+    // kMergeTargets at a time, the last ones (K not a multiple) one at a time.
+    const int64_t full = K - K % kMergeTargets;
     for (int64_t k = 0; k < K; ++k) {
+      V* ck = cand + (k % kMergeTargets) * KR;
       if (c.per_position) {
         for (int64_t j = 0; j < K; ++j) {
           const V t = w.M[j * K + k];
-          for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + t;
+          for (int64_t r = 0; r < R; ++r) ck[j * R + r] = prev[j * R + r] + t;
         }
       } else {
         for (int64_t j = 0; j < K; ++j) {
           const S t = c.trans[j * K + k];
-          for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + t;
+          for (int64_t r = 0; r < R; ++r) ck[j * R + r] = prev[j * R + r] + t;
         }
       }
-      merge_lanes<true>(cand, w.kh.data(), w.kq.data(), K, R, e[k], cur + k * R,
-                        w.kb.data() + (i * K + k) * R);
+      if (k >= full) {
+        merge_lanes<true, 1>(ck, w.kh.data(), w.kq.data(), K, R, e + k, cur + k * R,
+                             w.kb.data() + (i * K + k) * R);
+      } else if (k % kMergeTargets == kMergeTargets - 1) {
+        const int64_t k0 = k + 1 - kMergeTargets;
+        merge_lanes<true, kMergeTargets>(cand, w.kh.data(), w.kq.data(), K, R, e + k0, cur + k0 * R,
+                                         w.kb.data() + (i * K + k0) * R);
+      }
     }
     for (int64_t q = 0; q < KR; ++q) cur[q] = active ? cur[q] : prev[q];
     std::swap(prev, cur);
@@ -1997,23 +2028,31 @@ void topk_block(const Chain<S>& c, const Lanes<S>& L, int64_t R, Work<S>& w, S* 
     for (int64_t r = 0; r < R; ++r) cand[j * R + r] = prev[j * R + r] + c.end[j];
   V* fin = cur;  // R vectors
   std::vector<I> at(R);
-  merge_lanes<false>(cand, w.kh.data(), w.kq.data(), K, R, V{}, fin, at.data());
+  const V none{};
+  merge_lanes<false, 1>(cand, w.kh.data(), w.kq.data(), K, R, &none, fin, at.data());
+  // The back-trace: a back-pointer j * R + rank at step i sits at kb[i K R + j * R + rank], so a
+  // path follows its pointers with no division (the tag of pointer f is tag_of[f]); the R paths of
+  // a lane go side by side, their chains of dependent loads interleaved.
+  std::vector<int64_t> tag_of(KR), f(R);
+  std::vector<int64_t*> path(R);
+  for (int64_t q = 0; q < KR; ++q) tag_of[q] = q / R;
   for (int l = 0; l < W; ++l) {
     const int64_t n = L.n[l], b = L.b[l];
     if (n == 0) continue;
     const int64_t* pos = L.pos[l];
+    int64_t live = 0;  // the paths that exist (finite score), best first
     for (int64_t q = 0; q < R; ++q) {
       const S v = fin[q][l];
       scores[b * R + q] = v;
       if (v == -std::numeric_limits<S>::infinity()) continue;  // fewer than q + 1 paths
-      int64_t* path = paths + (b * R + q) * T;
-      int64_t tag = static_cast<int64_t>(at[q][l]) / R, rank = static_cast<int64_t>(at[q][l]) % R;
-      for (int64_t i = n - 1; i >= 0; --i) {
-        path[pos[i]] = tag;
-        if (i == 0) break;
-        const int64_t f = static_cast<int64_t>(w.kb[(i * K + tag) * R + rank][l]);
-        tag = f / R;
-        rank = f % R;
+      path[live] = paths + (b * R + q) * T;
+      f[live++] = static_cast<int64_t>(at[q][l]);
+    }
+    for (int64_t i = n - 1; i >= 0; --i) {
+      const I* back = w.kb.data() + i * KR;
+      for (int64_t q = 0; q < live; ++q) {
+        path[q][pos[i]] = tag_of[f[q]];
+        if (i > 0) f[q] = static_cast<int64_t>(back[f[q]][l]);
       }
     }
   }
