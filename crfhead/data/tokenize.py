@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import accumulate, repeat
 from typing import Any, ClassVar, NamedTuple
 
 __all__ = [
@@ -42,6 +43,22 @@ class Token(NamedTuple):
     text: str
     start: int
     end: int
+
+
+def _matches(pattern: re.Pattern[str], text: str, lower: bool) -> list[Token]:
+    """The successive matches of ``pattern`` (one capturing group around the whole rule) in ``text``.
+
+    ``pattern.split`` gives the gaps and the matches alternately, so the offsets are running sums of
+    their lengths and each token is built as a tuple (``tuple.__new__``): no Python frame per token,
+    several times faster than a ``finditer`` loop on short sentences. ``lower`` lowercases each match
+    (its offsets are the raw text's).
+    """
+    parts = pattern.split(text)  # [gap, match, gap, match, ..., gap]
+    ends = list(accumulate(map(len, parts)))
+    words = parts[1::2]
+    if lower:
+        words = [w.lower() for w in words]
+    return list(map(tuple.__new__, repeat(Token), zip(words, ends[:-1:2], ends[1::2], strict=True)))
 
 
 class Tokenizer:
@@ -76,7 +93,7 @@ class LetterTokenizer(Tokenizer):
     """
 
     kind = "letters"
-    _PATTERN = re.compile(r"[A-Za-z]+")
+    _PATTERN = re.compile(r"([A-Za-z]+)")
 
     def __init__(self, lowercase: bool = True) -> None:
         self.lowercase = lowercase
@@ -86,15 +103,8 @@ class LetterTokenizer(Tokenizer):
             # Lowercasing ASCII keeps every offset and letter, so the lowered text is matched once
             # (not each token lowered). Outside ASCII a character may lower into the pattern (the
             # Kelvin sign into "k") or change length, so each raw match is lowered instead.
-            out: list[Token] = []
-            for m in self._PATTERN.finditer(text.lower()):
-                start, end = m.span()
-                out.append(Token(m.group(), start, end))
-            return out
-        return [
-            Token(m.group().lower() if self.lowercase else m.group(), m.start(), m.end())
-            for m in self._PATTERN.finditer(text)
-        ]
+            return _matches(self._PATTERN, text.lower(), lower=False)
+        return _matches(self._PATTERN, text, lower=self.lowercase)
 
     def to_dict(self) -> dict[str, Any]:  # noqa: D102
         return {"kind": self.kind, "lowercase": self.lowercase}
@@ -133,13 +143,10 @@ class RegexTokenizer(Tokenizer):
         if rule not in RULES:
             raise ValueError(f"unknown tokenizer rule {rule!r}; choose one of {sorted(RULES)}")
         self.rule, self.lowercase = rule, lowercase
-        self._pattern = re.compile(RULES[rule])
+        self._pattern = re.compile(f"({RULES[rule]})")  # the rules' own groups do not capture
 
     def tokenize(self, text: str) -> list[Token]:  # noqa: D102
-        return [
-            Token(m.group().lower() if self.lowercase else m.group(), m.start(), m.end())
-            for m in self._pattern.finditer(text)
-        ]
+        return _matches(self._pattern, text, lower=self.lowercase)
 
     def to_dict(self) -> dict[str, Any]:  # noqa: D102
         return {"kind": self.kind, "rule": self.rule, "lowercase": self.lowercase}
