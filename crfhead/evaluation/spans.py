@@ -33,6 +33,9 @@ Span positions are *word indices*: indices into the unmasked positions of a row 
 with ``n`` unmasked positions), as :func:`~crfhead.schemes.tags_to_spans` reports them on the
 unmasked tags; masks may have holes, and the neighbours above are the previous/next *unmasked* positions.
 
+A case that the potentials' forbidden (``-inf``) transitions, starts or ends leave without a path
+(with BIO constraints, ``I-X`` opening after a tag other than ``B-X``/``I-X``) is dropped first.
+
 **How ``Z_c`` is computed.** A case clamps consecutive words ``a..b`` only (``s-1`` or ``s`` to ``e`` or
 ``e+1``), so ``Z_c`` needs the chain outside them only through the forward message at ``a`` and the
 backward message at ``b``. One forward-backward per sentence (:func:`crfhead.engine.messages.messages`,
@@ -97,6 +100,8 @@ class _TagSets:
         self._ids: dict[tuple[str, frozenset[str], bool], int] = {}
         self.shapes: dict[tuple[str, int, bool, bool], list[tuple[int, _Case]]] = {}
         """:func:`_cases_of`'s memo."""
+        self.possible: dict[tuple[bytes, tuple[str, int, bool, bool]], list[tuple[int, _Case]]] = {}
+        """:func:`_cases_of`'s memo of the cases a :class:`_Structure` leaves."""
 
     def get(self, typ: str, roles: frozenset[str], complement: bool = False) -> int:
         """Id of the vector of tags ``<role>-typ`` with ``role`` in ``roles`` (or of all other tags)."""
@@ -174,12 +179,71 @@ def _relative(clamps: Sequence[_Clamp]) -> tuple[int, _Case]:
     )
 
 
-def _cases_of(span: Span, n: int, sets: _TagSets) -> list[tuple[int, _Case]]:
+class _Structure:
+    """Which transitions, first tags and last tags shared-transition potentials allow (``> -inf``).
+
+    A case none of whose paths the structure allows, whatever the emissions (two adjacent clamped
+    words with no allowed transition between their tag sets; a clamp at the sentence's first word
+    none of whose tags may start it, or at its last word none of whose tags may end it), has
+    ``Z_c = 0`` exactly, so it is dropped before any chain is built: with a constrained head that
+    is one of BIO's two cases per span (``I-X`` opening after a tag that is not ``B-X``/``I-X``).
+    """
+
+    def __init__(self, key: bytes, K: int) -> None:
+        ok = [bool(x) for x in key]  # (K K + 2 K,): the transitions, then the first and last tags
+        self.key = key
+        self.allowed: list[list[bool]] = [ok[a * K : (a + 1) * K] for a in range(K)]
+        self.first: list[bool] = ok[K * K : K * K + K]
+        self.last: list[bool] = ok[K * K + K :]
+
+    @staticmethod
+    def of(pot: ChainPotentials) -> _Structure | None:
+        """The structure of ``pot``; None for per-edge transitions or when nothing is forbidden."""
+        if pot.per_position:
+            return None
+        ok = torch.cat([pot.transitions.reshape(-1), pot.start, pot.end]) > IMPOSSIBLE
+        if bool(ok.all()):
+            return None
+        return _structure(ok.cpu().numpy().tobytes(), pot.shape[2])
+
+    def allows(
+        self, case: _Case, vectors: Sequence[Sequence[bool]], first: bool, last: bool
+    ) -> bool:
+        """Whether some path of ``case`` has no forbidden transition, start or end.
+
+        ``first`` / ``last``: the case's first / last clamped word is the sentence's first / last.
+        """
+        length, offsets, ids = case
+        at = {o: vectors[v] for o, v in zip(offsets, ids, strict=True)}
+        for o, tags in at.items():
+            after = at.get(o + 1)
+            if after is not None and not any(
+                tags[a] and after[b] and self.allowed[a][b]
+                for a in range(len(tags))
+                for b in range(len(after))
+            ):
+                return False
+        if first and not any(t and ok for t, ok in zip(at[0], self.first, strict=True)):
+            return False
+        return not (last and not any(t and ok for t, ok in zip(at[length], self.last, strict=True)))
+
+
+@functools.lru_cache(maxsize=32)
+def _structure(key: bytes, K: int) -> _Structure:
+    """The :class:`_Structure` of an allowed-pattern key, kept across calls (one per head)."""
+    return _Structure(key, K)
+
+
+def _cases_of(
+    span: Span, n: int, sets: _TagSets, structure: _Structure | None = None
+) -> list[tuple[int, _Case]]:
     """:func:`_span_cases` as ``(first clamped word, relative case)`` pairs, memoised.
 
     The cases depend on the span's position only through its type, its length and whether a word
     precedes and follows it, so they are built once per such shape (with the span at word 0 or 1 of a
-    row just long enough) and shifted.
+    row just long enough) and shifted. With a ``structure``, the cases it forbids are left out (a
+    case clamps the sentence's first word exactly when nothing precedes the span, its last word
+    when nothing follows it).
     """
     before, after = span.start > 0, span.end < n - 1
     key = (span.label, span.end - span.start, before, after)
@@ -191,6 +255,16 @@ def _cases_of(span: Span, n: int, sets: _TagSets) -> list[tuple[int, _Case]]:
         shape = sets.shapes[key] = [
             _relative(c) for c in _span_cases(at, range(e0 + 1 + after), sets)
         ]
+    if structure is not None:
+        memo = (structure.key, key)
+        kept = sets.possible.get(memo)
+        if kept is None:
+            kept = sets.possible[memo] = [
+                (first, case)
+                for first, case in shape
+                if structure.allows(case, sets.vectors, not before, not after)
+            ]
+        shape = kept
     shift = span.start - int(before)
     return [(first + shift, case) for first, case in shape]
 
@@ -288,6 +362,7 @@ def _probabilities(
     types = {typ for _, typ in parsed if typ is not None}
     lengths = pot.mask.sum(1).tolist()
     sets = _tag_sets(tuple(parsed))
+    structure = _Structure.of(pot)
     cases = _Cases()
     num_spans = 0
     for b, row_spans in enumerate(spans):
@@ -303,7 +378,7 @@ def _probabilities(
                     f"span {span!r} of sequence {b} is out of range: positions are word indices "
                     f"0..{n - 1} into the {n} unmasked positions, with start <= end"
                 )
-            for first, case in _cases_of(span, n, sets):
+            for first, case in _cases_of(span, n, sets, structure):
                 cases.add(b, num_spans, first, case)
             num_spans += 1
     if num_spans == 0:

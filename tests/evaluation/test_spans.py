@@ -1,4 +1,5 @@
-"""Exact span confidences against enumeration of every path of tiny chains."""
+"""Exact span confidences against enumeration of every path of tiny chains (constrained heads,
+random forbidden transitions, starts and ends, whose ruled-out cases never reach the kernel)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import math
 import pytest
 import torch
 
-from crfhead import CRF
+from crfhead import CRF, make_potentials
+from crfhead.engine.potentials import ChainPotentials
+from crfhead.evaluation import spans as spans_module
 from crfhead.evaluation.spans import span_probabilities, span_probabilities_from
+from crfhead.numerics import IMPOSSIBLE
 from crfhead.schemes import Span, allowed_transitions, tags_to_spans
 
 LABEL_SETS = {
@@ -250,3 +254,76 @@ def test_errors_on_labels_and_batch() -> None:
     with pytest.raises(ValueError, match="not valid in the IO scheme"):
         free = CRF(len(labels), labels=None).double()
         span_probabilities(free, emissions, mask, [[], []], labels, "IO")
+
+
+def _enumerated(pot: ChainPotentials, labels: list[str], scheme: str) -> list[dict[Span, float]]:
+    """Every span's probability by enumerating the paths of shared-transition potentials."""
+    K = len(labels)
+    em, tr, st, en = (x.tolist() for x in pot.chain[:4])
+    out = []
+    for b in range(pot.shape[0]):
+        times = [t for t in range(pot.shape[1]) if bool(pot.mask[b, t])]
+        weighted = []
+        for path in itertools.product(range(K), repeat=len(times)):
+            score = sum(em[b][t][k] for t, k in zip(times, path, strict=True))
+            if path:
+                score += st[path[0]] + en[path[-1]]
+                score += sum(tr[i][j] for i, j in itertools.pairwise(path))
+            if score > -math.inf:
+                weighted.append((score, tags_to_spans([labels[k] for k in path], scheme)))
+        top = max(s for s, _ in weighted)
+        log_z = top + math.log(sum(math.exp(s - top) for s, _ in weighted))
+        probs: dict[Span, float] = {}
+        for s, spans in weighted:
+            for span in spans:
+                probs[span] = probs.get(span, 0.0) + math.exp(s - log_z)
+        out.append(probs)
+    return out
+
+
+@pytest.mark.parametrize("scheme", ["BIO", "BIOES", "IOB1"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_forbidden_transitions_starts_and_ends_anywhere(scheme: str, seed: int) -> None:
+    # Random -inf transitions, starts and ends (not a scheme's pattern): the cases they rule out
+    # are dropped before any chain is built, and every probability is still the enumeration's.
+    labels = LABEL_SETS[scheme]
+    K = len(labels)
+    g = torch.Generator().manual_seed(seed)
+    emissions, mask = random_batch(seed, B=4, T=5, K=K)
+    tr, st, en = (
+        torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((K, K), (K,), (K,))
+    )
+    tr[torch.rand(K, K, generator=g) < 0.4] = IMPOSSIBLE
+    st[torch.rand(K, generator=g) < 0.3] = IMPOSSIBLE
+    en[torch.rand(K, generator=g) < 0.3] = IMPOSSIBLE
+    st[0] = en[0] = tr[0, 0] = 0.0  # the all-O path exists
+    pot = make_potentials(emissions, tr, st, en, mask)
+    spans = [all_spans(n, entity_types(scheme)) for n in mask.sum(1).tolist()]
+    got = span_probabilities_from(pot, spans, labels, scheme)
+    want = _enumerated(pot, labels, scheme)
+    for row_spans, row_got, row_want in zip(spans, got, want, strict=True):
+        for span, p in zip(row_spans, row_got, strict=True):
+            assert p == pytest.approx(row_want.get(span, 0.0), abs=1e-9), span
+
+
+def test_a_constrained_head_sums_one_chain_per_bio_span(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under BIO constraints a span's second case (I-X opening after a tag other than B-X/I-X) has
+    # no allowed path, so only the first reaches the kernel: B sentence chains + one per span.
+    labels = LABEL_SETS["BIO"]
+    crf = make_crf("BIO", constrained=True, seed=12)
+    emissions, mask = random_batch(12, B=3, T=5, K=len(labels))
+    spans = [all_spans(n, ["X", "Y"]) for n in mask.sum(1).tolist()]
+    sizes: list[int] = []
+    log_partition = spans_module.engine.log_partition
+
+    def counting(pot: ChainPotentials) -> torch.Tensor:
+        sizes.append(pot.shape[0])
+        return log_partition(pot)
+
+    monkeypatch.setattr(spans_module.engine, "log_partition", counting)
+    got = span_probabilities(crf, emissions, mask, spans, labels, "BIO")
+    assert sizes == [3 + sum(len(s) for s in spans)]
+    want = brute_span_probs(crf, emissions, mask, "BIO", constrained=True)
+    for row_spans, row_got, row_want in zip(spans, got, want, strict=True):
+        for span, p in zip(row_spans, row_got, strict=True):
+            assert p == pytest.approx(row_want.get(span, 0.0), abs=1e-9), span
