@@ -156,15 +156,14 @@ class FeatureTemplates:
         if local:
             parts.append(table[:, :L][W])  # (B, T, L)
         if offsets:
-            steps = torch.arange(T)
-            for c, d in enumerate(offsets):
-                j = steps + d
-                seen = W[:, j.clamp(0, T - 1)]
-                seen = torch.where(j[None, :] < 0, U, seen)
-                seen = torch.where(j[None, :] >= lengths[:, None], U + 1, seen)
-                seen = torch.where(valid, seen, U + 2)
-                parts.append(table[seen, L + c].unsqueeze(2))
-        return torch.cat(parts, dim=2)
+            # Every offset at once: the word each position sees at each offset, (B, T, D).
+            j = torch.arange(T)[:, None] + long_tensor(offsets)[None, :]  # (T, D)
+            seen = W[:, j.clamp(0, T - 1)]
+            seen = torch.where(j < 0, U, seen)
+            seen = torch.where(j >= lengths[:, None, None], U + 1, seen)
+            seen = torch.where(valid[:, :, None], seen, U + 2)
+            parts.append(table[seen, L + torch.arange(len(offsets))])  # (B, T, D)
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
     def _rows(
         self, words: Sequence[str], stoi: Mapping[str, int], local: list[str], offsets: list[int]
