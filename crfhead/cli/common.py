@@ -53,7 +53,13 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "source can run code if you set CRFHEAD_TRUST_CHECKPOINT=1)",
     )
     parser.add_argument("--device", default=None, help="e.g. cpu, cuda, cuda:1 (default: cpu)")
-    parser.add_argument("--batch-size", type=positive, default=64, metavar="N")
+    parser.add_argument(
+        "--batch-size",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="chains (sentences) per batch (default: the model's own, TextTagger.batch_size)",
+    )
 
 
 def say(message: str) -> None:

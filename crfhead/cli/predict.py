@@ -131,7 +131,7 @@ def run(ns: argparse.Namespace) -> int:
         _refuse_raw_text(tagger, ns.model)
     # A group decoder decodes its texts jointly: the whole input is one batch then.
     streaming = ns.group == "none"
-    size = ns.batch_size if streaming else sys.maxsize
+    size = (ns.batch_size or tagger.batch_size) if streaming else sys.maxsize
     with (
         open_input(ns.input, fmt, separator=ns.separator, tokenized=ns.tokenized) as source,
         LineWriter(ns.output) as out,

@@ -149,6 +149,7 @@ class BiLSTMEncoder(nn.Module):
 
     Attributes:
         needs: ``{"words"}``, plus ``"chars"`` when a character encoder is used.
+        tag_batch_size: the chains per batch tagging uses by default.
         coverage: how many vocabulary words ``word_vectors`` gave a vector (also logged at INFO on
             the ``crfhead`` logger); ``None`` without ``word_vectors``.
 
@@ -161,6 +162,7 @@ class BiLSTMEncoder(nn.Module):
     """
 
     needs: frozenset[str] = frozenset({"words"})
+    tag_batch_size: int = 256
 
     @classmethod
     def needs_for(cls, init_args: Mapping[str, Any]) -> frozenset[str]:

@@ -45,9 +45,13 @@ class IndicatorEncoder(nn.Module):
         weight: ``nn.Parameter`` ``(num_features, K)``, the weight of each (feature, tag); initialised
             to zero. Row 0 is never used and gets no gradient.
         needs: the :class:`~crfhead.data.Batch` fields :meth:`forward` reads: ``{"features"}``.
+        tag_batch_size: the chains per batch tagging uses by default (a batch's fixed cost, the
+            kernel and tensor calls, is most of a short batch's time here; the padded features
+            are small).
     """
 
     needs: frozenset[str] = frozenset({"features"})
+    tag_batch_size: int = 256
 
     def __init__(self, num_tags: int, num_features: int) -> None:
         super().__init__()

@@ -42,7 +42,7 @@ def score_sentences(
     tagger: TextTagger,
     sentences: Sequence[Sentence],
     *,
-    batch_size: int = 64,
+    batch_size: int | None = None,
     group: GroupBy = False,
 ) -> Scores:
     """Decode labelled ``sentences`` with ``tagger`` and score them against their tags.
@@ -53,7 +53,8 @@ def score_sentences(
     Args:
         tagger: the model.
         sentences: labelled sentences.
-        batch_size: sentences per batch (sentences decoded alone).
+        batch_size: sentences per batch (sentences decoded alone; ``None``: the model's own,
+            :attr:`~crfhead.inference.text_tagger.TextTagger.batch_size`).
         group: which sentences a higher-order model decodes jointly
             (:meth:`~crfhead.inference.text_tagger.TextTagger.groups_of`; default: each alone).
 
@@ -71,6 +72,7 @@ def score_sentences(
     if decoder is not None:
         decoder.reset_stats()
     if groups is None:
+        batch_size = tagger.batch_size if batch_size is None else batch_size
         chunks = [
             list(range(i, min(i + batch_size, len(sentences))))
             for i in range(0, len(sentences), batch_size)

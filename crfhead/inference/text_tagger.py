@@ -74,6 +74,7 @@ from crfhead.numerics import IMPOSSIBLE
 from crfhead.schemes import Span, entity_types, tags_to_spans
 
 __all__ = [
+    "BATCH_SIZE",
     "GROUP_MODES",
     "PROGRESS_FROM",
     "SPLITS",
@@ -102,6 +103,10 @@ list per text of labels, types and ``(start, end, label)`` ranges."""
 
 PROGRESS_FROM = 1000
 """With ``progress=None``, a progress bar is shown when tagging at least this many texts."""
+
+BATCH_SIZE = 64
+"""Chains per batch when tagging with a model whose encoder names no ``tag_batch_size`` of its own
+(the indicator and BiLSTM encoders name 256: their batches' fixed cost outweighs the padding)."""
 
 SPLITS = ("sentences", "none")
 """``split=``: each sentence of a raw text its own chain, or the whole text one chain."""
@@ -355,6 +360,15 @@ class TextTagger:
         return self.model.labels.scheme
 
     @property
+    def batch_size(self) -> int:
+        """The chains per batch tagging uses when not told.
+
+        The encoder's ``tag_batch_size`` where it names one, else :data:`BATCH_SIZE`.
+        """
+        size = getattr(self.model.encoder, "tag_batch_size", BATCH_SIZE)
+        return size if isinstance(size, int) and size >= 1 else BATCH_SIZE
+
+    @property
     def entity_types(self) -> list[str]:
         """The entity types of the labels, in order of first appearance."""
         return entity_types(self.model.labels.labels, self.model.labels.scheme)
@@ -384,7 +398,7 @@ class TextTagger:
         self,
         texts: str,
         *,
-        batch_size: int = ...,
+        batch_size: int | None = ...,
         progress: bool | None = ...,
         group: GroupBy = ...,
         split: str | None = ...,
@@ -399,7 +413,7 @@ class TextTagger:
         self,
         texts: Iterable[str],
         *,
-        batch_size: int = ...,
+        batch_size: int | None = ...,
         progress: bool | None = ...,
         group: GroupBy = ...,
         split: str | None = ...,
@@ -413,7 +427,7 @@ class TextTagger:
         self,
         texts: str | Iterable[str],
         *,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         progress: bool | None = None,
         group: GroupBy = False,
         split: str | None = None,
@@ -427,6 +441,7 @@ class TextTagger:
         Args:
             texts: a raw text, or any iterable of them (a list, a generator, a file's lines).
             batch_size: chains (sentences, windows) per batch; many short ones share a batch.
+                ``None``: the model's own, :attr:`batch_size`.
             progress: show a progress bar (``None``: from :data:`PROGRESS_FROM` texts).
             group: which texts a higher-order model decodes jointly (:data:`GroupBy`; default:
                 each alone). :meth:`annotate` also says whether each group was certified.
@@ -480,7 +495,7 @@ class TextTagger:
         self,
         texts: Iterable[str],
         *,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         progress: bool | None = None,
         split: str | None = None,
         max_length: int = 512,
@@ -513,7 +528,7 @@ class TextTagger:
         self,
         items: Iterable[str | Sequence[str]],
         *,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         progress: bool | None = None,
         group: GroupBy = False,
         split: str | None = None,
@@ -596,7 +611,7 @@ class TextTagger:
         self,
         items: Iterable[str | Sequence[str]],
         *,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         progress: bool | None = None,
         split: str | None = None,
         max_length: int = 512,
@@ -620,8 +635,9 @@ class TextTagger:
         _refuse_not_iterable(items)
         _refuse_one_text(items)
         plan = self._options(split, max_length, overlap, marginals, k, grouped=False)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        batch_size = self.batch_size if batch_size is None else batch_size
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
         total = len(items) if isinstance(items, Sized) else None
         for name, value in (("spans", spans), ("forbid", forbid)):
             if (
@@ -918,7 +934,7 @@ class TextTagger:
         self,
         sentences: Sequence[Sentence],
         *,
-        batch_size: int = 64,
+        batch_size: int | None = None,
         progress: bool | None = None,
         group: GroupBy = False,
         max_length: int = 512,

@@ -17,6 +17,7 @@ from crfhead.data.corpora import FinanceCorpus
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.higher_order import FactorDecoder
 from crfhead.inference import Tagged, TextTagger
+from crfhead.inference.text_tagger import BATCH_SIZE
 from crfhead.model.tagger import Tagger
 
 TEXTS = [
@@ -95,6 +96,30 @@ def test_a_stream_is_read_a_batch_at_a_time(tagger: TextTagger) -> None:
     assert source.taken == 1
 
 
+def test_the_default_batch_is_the_encoders_own(
+    tagger: TextTagger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # batch_size=None reads TextTagger.batch_size: the encoder's tag_batch_size (the indicator
+    # encoder's 256), else BATCH_SIZE; what a stream reads and how many chains a batch holds.
+    assert tagger.batch_size == 256 == type(tagger.model.encoder).tag_batch_size
+    one_sentence = ["said aiko ridora", "marek novak said"] * 200
+    source = Recorder(one_sentence)
+    stream = tagger.iter_tag(source)
+    next(stream)
+    assert source.taken == 256
+    monkeypatch.setattr(type(tagger.model.encoder), "tag_batch_size", 3, raising=True)
+    assert tagger.batch_size == 3
+    source = Recorder(one_sentence)
+    next(tagger.iter_tag(source))
+    assert source.taken == 3
+    monkeypatch.delattr(type(tagger.model.encoder), "tag_batch_size")
+    assert tagger.batch_size == BATCH_SIZE == 64
+    source = Recorder(one_sentence)
+    next(tagger.iter_tag(source))
+    assert source.taken == BATCH_SIZE
+    assert tagger.tag(one_sentence[:5]) == tagger.tag(one_sentence[:5], batch_size=1)
+
+
 def test_an_unbounded_stream_yields_in_order(tagger: TextTagger) -> None:
     endless = itertools.cycle(TEXTS)
     got = list(itertools.islice(tagger.iter_annotate(endless, batch_size=4), 12))
@@ -171,7 +196,9 @@ def test_a_stream_raises_when_it_reaches_the_bad_item(tagger: TextTagger) -> Non
             {"max_length": 8, "overlap": 5},
             r"overlap must be an int in \[0, max_length // 2\] = \[0, 4\], got 5",
         ),
-        ({"batch_size": 0}, "batch_size must be >= 1, got 0"),
+        ({"batch_size": 0}, "batch_size must be an int >= 1 or None, got 0"),
+        ({"batch_size": True}, "batch_size must be an int >= 1 or None, got True"),
+        ({"batch_size": 2.0}, r"batch_size must be an int >= 1 or None, got 2\.0"),
         ({"k": 0}, "k must be an int >= 1, got 0"),
     ],
 )
