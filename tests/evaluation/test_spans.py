@@ -48,6 +48,17 @@ def random_batch(seed: int, B: int, T: int, K: int) -> tuple[torch.Tensor, torch
     return emissions, mask
 
 
+def span_marginals(weighted: list[tuple[float, list[Span]]]) -> dict[Span, float]:
+    """Each span's probability from every path's ``(score, spans)``: the sum of ``p(path)``."""
+    top = max(s for s, _ in weighted)
+    log_z = top + math.log(sum(math.exp(s - top) for s, _ in weighted))
+    probs: dict[Span, float] = {}
+    for s, spans in weighted:
+        for span in spans:
+            probs[span] = probs.get(span, 0.0) + math.exp(s - log_z)
+    return probs
+
+
 def brute_span_probs(
     crf: CRF, emissions: torch.Tensor, mask: torch.Tensor, scheme: str, constrained: bool
 ) -> list[dict[Span, float]]:
@@ -74,13 +85,7 @@ def brute_span_probs(
                 score += start[path[0]] + end[path[-1]]
                 score += sum(trans[i][j] for i, j in itertools.pairwise(path))
             weighted.append((score, tags_to_spans([labels[k] for k in path], scheme)))
-        top = max(s for s, _ in weighted)
-        log_z = top + math.log(sum(math.exp(s - top) for s, _ in weighted))
-        probs: dict[Span, float] = {}
-        for s, spans in weighted:
-            for span in spans:
-                probs[span] = probs.get(span, 0.0) + math.exp(s - log_z)
-        out.append(probs)
+        out.append(span_marginals(weighted))
     return out
 
 
@@ -263,7 +268,7 @@ def _enumerated(pot: ChainPotentials, labels: list[str], scheme: str) -> list[di
     out = []
     for b in range(pot.shape[0]):
         times = [t for t in range(pot.shape[1]) if bool(pot.mask[b, t])]
-        weighted = []
+        weighted: list[tuple[float, list[Span]]] = []
         for path in itertools.product(range(K), repeat=len(times)):
             score = sum(em[b][t][k] for t, k in zip(times, path, strict=True))
             if path:
@@ -271,13 +276,7 @@ def _enumerated(pot: ChainPotentials, labels: list[str], scheme: str) -> list[di
                 score += sum(tr[i][j] for i, j in itertools.pairwise(path))
             if score > -math.inf:
                 weighted.append((score, tags_to_spans([labels[k] for k in path], scheme)))
-        top = max(s for s, _ in weighted)
-        log_z = top + math.log(sum(math.exp(s - top) for s, _ in weighted))
-        probs: dict[Span, float] = {}
-        for s, spans in weighted:
-            for span in spans:
-                probs[span] = probs.get(span, 0.0) + math.exp(s - log_z)
-        out.append(probs)
+        out.append(span_marginals(weighted))
     return out
 
 
