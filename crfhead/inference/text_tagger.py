@@ -75,6 +75,7 @@ from crfhead.schemes import Span, entity_types, tags_to_spans
 
 __all__ = [
     "BATCH_SIZE",
+    "BATCH_TOKENS",
     "GROUP_MODES",
     "PROGRESS_FROM",
     "SPLITS",
@@ -107,6 +108,11 @@ PROGRESS_FROM = 1000
 BATCH_SIZE = 64
 """Chains per batch when tagging with a model whose encoder names no ``tag_batch_size`` of its own
 (the indicator and BiLSTM encoders name 256: their batches' fixed cost outweighs the padding)."""
+
+BATCH_TOKENS = 64 * 512
+"""With the default ``batch_size=None``, the padded tokens (chains times the longest) a batch holds
+at most: a batch of long windows is never larger than 64 chains of the default ``max_length``, so
+the larger batches of short sentences cost no memory where chains are long."""
 
 SPLITS = ("sentences", "none")
 """``split=``: each sentence of a raw text its own chain, or the whole text one chain."""
@@ -441,7 +447,8 @@ class TextTagger:
         Args:
             texts: a raw text, or any iterable of them (a list, a generator, a file's lines).
             batch_size: chains (sentences, windows) per batch; many short ones share a batch.
-                ``None``: the model's own, :attr:`batch_size`.
+                ``None``: the model's own, :attr:`batch_size`, in batches of at most
+                :data:`BATCH_TOKENS` padded tokens (an explicit size is taken as given).
             progress: show a progress bar (``None``: from :data:`PROGRESS_FROM` texts).
             group: which texts a higher-order model decodes jointly (:data:`GroupBy`; default:
                 each alone). :meth:`annotate` also says whether each group was certified.
@@ -635,6 +642,7 @@ class TextTagger:
         _refuse_not_iterable(items)
         _refuse_one_text(items)
         plan = self._options(split, max_length, overlap, marginals, k, grouped=False)
+        max_tokens = BATCH_TOKENS if batch_size is None else None
         batch_size = self.batch_size if batch_size is None else batch_size
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1 or None, got {batch_size!r}")
@@ -651,7 +659,7 @@ class TextTagger:
                     f"{name}= has {len(value)} entries for {total} texts: give one list per text"
                 )
         per_text = None if spans is None and forbid is None else _PerText(spans, forbid)
-        return self._stream(iter(items), plan, batch_size, progress, total, per_text)
+        return self._stream(iter(items), plan, batch_size, progress, total, per_text, max_tokens)
 
     def _options(
         self,
@@ -787,6 +795,7 @@ class TextTagger:
         progress: bool | None,
         total: int | None,
         per_text: _PerText | None = None,
+        max_tokens: int | None = None,
     ) -> Iterator[Tagged]:
         bar = None
         if progress or (progress is None and total is not None and total >= PROGRESS_FROM):
@@ -802,12 +811,12 @@ class TextTagger:
             buffer.append(doc)
             pieces += sum(len(w) for w in doc.windows)
             if pieces >= batch_size:
-                yield from self._finish(buffer, plan, batch_size)
+                yield from self._finish(buffer, plan, batch_size, max_tokens)
                 if bar is not None:
                     bar.update(len(buffer))
                 buffer, pieces = [], 0
         if buffer:
-            yield from self._finish(buffer, plan, batch_size)
+            yield from self._finish(buffer, plan, batch_size, max_tokens)
             if bar is not None:
                 bar.update(len(buffer))
         if per_text is not None:
@@ -815,13 +824,24 @@ class TextTagger:
         if bar is not None:
             bar.close()
 
-    def _finish(self, docs: list[_Doc], plan: _Plan, batch_size: int) -> list[Tagged]:
-        """Decode every window of ``docs`` (longest first, ``batch_size`` at a time), then merge."""
+    def _finish(
+        self, docs: list[_Doc], plan: _Plan, batch_size: int, max_tokens: int | None = None
+    ) -> list[Tagged]:
+        """Decode every window of ``docs``, longest first, in batches, then merge.
+
+        A batch holds ``batch_size`` windows, fewer where that many of its longest would pass
+        ``max_tokens`` padded tokens.
+        """
         pieces = [(d, w) for d, doc in enumerate(docs) for chain in doc.windows for w in chain]
         order = sorted(range(len(pieces)), key=lambda p: -len(pieces[p][1]))
         decoded: dict[tuple[int, int, int], _Decoded] = {}
-        for start in range(0, len(order), batch_size):
-            rows = [pieces[p] for p in order[start : start + batch_size]]
+        start = 0
+        while start < len(order):
+            size = batch_size
+            if max_tokens is not None:  # the batch's first piece is its longest
+                size = max(1, min(size, max_tokens // max(1, len(pieces[order[start]][1]))))
+            rows = [pieces[p] for p in order[start : start + size]]
+            start += size
             limits = [docs[d].constraint for d, _ in rows]
             with torch.inference_mode():
                 _, out = self._decode(

@@ -16,7 +16,7 @@ import torch
 from crfhead.data.corpora import FinanceCorpus
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.higher_order import FactorDecoder
-from crfhead.inference import Tagged, TextTagger
+from crfhead.inference import Tagged, TextTagger, text_tagger
 from crfhead.inference.text_tagger import BATCH_SIZE
 from crfhead.model.tagger import Tagger
 
@@ -118,6 +118,32 @@ def test_the_default_batch_is_the_encoders_own(
     next(tagger.iter_tag(source))
     assert source.taken == BATCH_SIZE
     assert tagger.tag(one_sentence[:5]) == tagger.tag(one_sentence[:5], batch_size=1)
+
+
+def test_the_default_batch_holds_at_most_batch_tokens(
+    tagger: TextTagger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With batch_size=None a batch of long chains is cut to BATCH_TOKENS padded tokens (chains
+    # times the batch's longest); an explicit batch_size is taken as given; results never change.
+    texts = ["said aiko ridora and marek novak of the gruler platform"] * 9  # 10 tokens each
+    texts += ["said aiko"] * 30
+    want = tagger.annotate(texts, batch_size=1)
+    sizes: list[tuple[int, int]] = []
+    decode = tagger._decode
+
+    def recording(rows: list, *args: object, **kwargs: object) -> object:
+        sizes.append((len(rows), max(len(r) for r in rows)))
+        return decode(rows, *args, **kwargs)
+
+    monkeypatch.setattr(tagger, "_decode", recording)
+    monkeypatch.setattr(text_tagger, "BATCH_TOKENS", 25)
+    assert tagger.annotate(texts) == want
+    assert sizes[:5] == [(2, 10)] * 5  # 25 // 10 chains a batch led by a chain of 10 tokens
+    assert sizes[5:] == [(12, 2), (12, 2), (5, 2)]  # then 25 // 2 chains of 2 tokens
+    assert sum(n for n, _ in sizes) == len(texts)
+    sizes.clear()
+    assert tagger.annotate(texts, batch_size=8) == want
+    assert [n for n, _ in sizes] == [8, 8, 8, 8, 7]
 
 
 def test_an_unbounded_stream_yields_in_order(tagger: TextTagger) -> None:
