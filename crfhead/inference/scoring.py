@@ -20,6 +20,7 @@ import torch
 
 from crfhead.data.sentence import Sentence, gold_or_none
 from crfhead.evaluation.metrics import TaggingMetrics
+from crfhead.inference import text_tagger
 from crfhead.inference.text_tagger import GroupBy, TextTagger
 
 __all__ = ["Scores", "score_sentences"]
@@ -54,7 +55,8 @@ def score_sentences(
         tagger: the model.
         sentences: labelled sentences.
         batch_size: sentences per batch (sentences decoded alone; ``None``: the model's own,
-            :attr:`~crfhead.inference.text_tagger.TextTagger.batch_size`).
+            :attr:`~crfhead.inference.text_tagger.TextTagger.batch_size`, in batches of at most
+            :data:`~crfhead.inference.text_tagger.BATCH_TOKENS` padded tokens, as tagging's).
         group: which sentences a higher-order model decodes jointly
             (:meth:`~crfhead.inference.text_tagger.TextTagger.groups_of`; default: each alone).
 
@@ -72,11 +74,9 @@ def score_sentences(
     if decoder is not None:
         decoder.reset_stats()
     if groups is None:
-        batch_size = tagger.batch_size if batch_size is None else batch_size
-        chunks = [
-            list(range(i, min(i + batch_size, len(sentences))))
-            for i in range(0, len(sentences), batch_size)
-        ]
+        max_tokens = text_tagger.BATCH_TOKENS if batch_size is None else None
+        size = tagger.batch_size if batch_size is None else batch_size
+        chunks = _chunks([len(s.tokens) for s in sentences], size, max_tokens)
     else:
         chunks = [g for g in groups if g]
     for rows in chunks:
@@ -104,3 +104,26 @@ def score_sentences(
         report["certified"] = decoder.stats.get("certified", 0) / decoder.stats["groups"]
         report["decoder_iterations"] = decoder.stats.get("iterations", 0) / decoder.stats["groups"]
     return Scores(report, unknown)
+
+
+def _chunks(lengths: Sequence[int], size: int, max_tokens: int | None) -> list[list[int]]:
+    """Consecutive runs of sentence indices, in order.
+
+    Each holds at most ``size`` sentences and, with ``max_tokens``, at most that many padded tokens
+    (its sentences times its longest; a sentence longer than that is a run alone).
+    """
+    chunks: list[list[int]] = []
+    run: list[int] = []
+    longest = 0
+    for i, n in enumerate(lengths):
+        wide = max(longest, n)
+        if run and (
+            len(run) == size or (max_tokens is not None and (len(run) + 1) * wide > max_tokens)
+        ):
+            chunks.append(run)
+            run, wide = [], n
+        run.append(i)
+        longest = wide
+    if run:
+        chunks.append(run)
+    return chunks

@@ -16,7 +16,7 @@ import torch
 from crfhead.data.corpora import FinanceCorpus
 from crfhead.data.datamodule import TaggingDataModule
 from crfhead.higher_order import FactorDecoder
-from crfhead.inference import Tagged, TextTagger, text_tagger
+from crfhead.inference import Tagged, TextTagger, scoring, text_tagger
 from crfhead.inference.text_tagger import BATCH_SIZE
 from crfhead.model.tagger import Tagger
 
@@ -144,6 +144,31 @@ def test_the_default_batch_holds_at_most_batch_tokens(
     sizes.clear()
     assert tagger.annotate(texts, batch_size=8) == want
     assert [n for n, _ in sizes] == [8, 8, 8, 8, 7]
+
+
+def test_scoring_batches_by_the_models_size_and_batch_tokens(
+    tagger: TextTagger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # score_sentences cuts labelled sentences in order: at most batch_size each and, by default,
+    # at most BATCH_TOKENS padded tokens (a longer sentence alone); the report never changes.
+    assert scoring._chunks([3, 3, 3, 3, 3], 2, None) == [[0, 1], [2, 3], [4]]
+    assert scoring._chunks([2, 2, 5, 2, 9, 1], 10, 10) == [[0, 1], [2, 3], [4], [5]]
+    assert scoring._chunks([], 4, 8) == []
+    sentences = FinanceCorpus(train_docs=1, dev_docs=1, test_docs=2).load()["test"]
+    want = scoring.score_sentences(tagger, sentences, batch_size=1).report
+    monkeypatch.setattr(text_tagger, "BATCH_TOKENS", 30)
+    sizes: list[tuple[int, int]] = []
+    collate = tagger.collate
+
+    def recording(chunk: list) -> object:
+        sizes.append((len(chunk), max(len(s.tokens) for s in chunk)))
+        return collate(chunk)
+
+    monkeypatch.setattr(tagger, "collate", recording)
+    assert scoring.score_sentences(tagger, sentences).report == pytest.approx(want)
+    assert sum(n for n, _ in sizes) == len(sentences)
+    assert all(n * longest <= 30 or n == 1 for n, longest in sizes)
+    assert max(n for n, _ in sizes) > 1
 
 
 def test_an_unbounded_stream_yields_in_order(tagger: TextTagger) -> None:
