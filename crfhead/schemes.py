@@ -203,7 +203,7 @@ def tags_to_spans(tags: Sequence[str], scheme: str) -> list[Span]:
     open_typ: str | None = None
     open_at = 0
     for t, label in enumerate(tags):
-        role, typ = split_label(label, scheme)
+        role, typ = ("O", None) if label == "O" else split_label(label, scheme)
         if role == "O" or typ != open_typ or role in ("B", "S"):
             if open_typ is not None:
                 spans.append(Span(open_typ, open_at, t - 1))
@@ -248,18 +248,25 @@ def convert_tags(tags: Sequence[str], source: str, target: str) -> list[str]:
     return spans_to_tags(tags_to_spans(tags, source), len(tags), target)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _follows(prev: str, cur: str, scheme: str) -> bool:
+    """Whether label ``cur`` may follow label ``prev`` in the canonical ``scheme`` (a start follows ``O``)."""
+    return _allowed(split_label(prev, scheme), split_label(cur, scheme), scheme)
+
+
 def is_valid(tags: Sequence[str], scheme: str) -> bool:
-    """Whether every start, transition and end of ``tags`` is allowed in ``scheme``."""
+    """Whether every start, transition and end of ``tags`` is allowed in ``scheme``.
+
+    Raises:
+        ValueError: a label of ``tags`` that is not of ``scheme`` (every label is read, whatever
+            precedes it).
+    """
     scheme = canonical_scheme(scheme)
-    parsed = [split_label(label, scheme) for label in tags]
-    if not parsed:
-        return True
-    state: tuple[str, str | None] = ("O", None)
-    for cur in parsed:
-        if not _allowed(state, cur, scheme):
-            return False
-        state = cur
-    return scheme not in ("BIOES", "BIOUL") or state[0] in ("O", "E", "S")
+    valid, prev = True, "O"
+    for cur in tags:
+        valid = _follows(prev, cur, scheme) and valid
+        prev = cur
+    return valid and (scheme not in ("BIOES", "BIOUL") or _follows(prev, "O", scheme))
 
 
 def repair_tags(tags: Sequence[str], scheme: str) -> tuple[list[str], int]:

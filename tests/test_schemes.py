@@ -42,6 +42,9 @@ def test_label_outside_the_scheme_is_named() -> None:
         split_label("E-PER", "BIO")
     with pytest.raises(ValueError, match="label 'PER' is not valid"):
         allowed_transitions(["O", "PER"], "BIO")
+    # Every label is read, also after a transition that already makes the sequence invalid.
+    with pytest.raises(ValueError, match="label 'S-PER' is not valid in the BIO scheme"):
+        is_valid(["I-ORG", "O", "S-PER"], "BIO")
 
 
 def test_labels_for_each_scheme() -> None:

@@ -146,6 +146,8 @@ def token_ranges(tokens: Sequence[Token], sentences: Sequence[tuple[int, int]]) 
     """
     if not tokens:
         return []
+    if len(sentences) <= 1:  # one sentence (or none found) owns every token
+        return [range(0, len(tokens))]
     starts = [s for s, _ in sentences]
     owner = [max(bisect.bisect_right(starts, t.start) - 1, 0) for t in tokens]
     out: list[range] = []

@@ -56,7 +56,6 @@ from crfhead.engine.potentials import ChainPotentials
 from crfhead.evaluation.spans import span_probabilities_from
 from crfhead.inference.collector import collector_paused
 from crfhead.inference.documents import (
-    Merged,
     join_ranges,
     merge_kbest,
     merge_windows,
@@ -71,7 +70,7 @@ from crfhead.inference.saved import ModelFiles, read_model, save_folder
 from crfhead.model.build import build_grouping
 from crfhead.model.tagger import Tagger
 from crfhead.numerics import IMPOSSIBLE
-from crfhead.schemes import Span, entity_types, tags_to_spans
+from crfhead.schemes import Span, entity_types, is_valid, tags_to_spans
 
 __all__ = [
     "BATCH_SIZE",
@@ -769,6 +768,8 @@ class TextTagger:
                         "exact; raise max_length"
                     )
         for c, w in zip(chains, wins, strict=True):
+            if len(w) < 2 or not whole:
+                continue  # no seam, or no pinned span a seam could cut
             local = [range(x.start - c.start, x.stop - c.start) for x in w]
             inside = [
                 Span(s.label, s.start - c.start, s.end - c.start) for s in whole if s.start in c
@@ -878,16 +879,14 @@ class TextTagger:
         gamma: list[list[float]] | None = [] if plan.marginals else None
         pinned = () if doc.constraint is None else doc.constraint.pinned
         for chain, wins, res in zip(doc.chains, doc.windows, results, strict=True):
-            if len(res) == 1:
+            if len(res) == 1:  # one window: its decoding as it is
                 (r,) = res
-                one: list[float | None] = [None] * len(r.spans)
-                if r.probabilities is not None:
-                    one = list(r.probabilities)
-                merged = Merged(r.tags, r.spans, one, r.marginals, True)
+                one: Sequence[float | None] = r.probabilities or [None] * len(r.spans)
+                merged = (r.tags, r.spans, one, r.marginals)
             else:
                 local = [range(w.start - chain.start, w.stop - chain.start) for w in wins]
                 with_probs = all(r.probabilities is not None for r in res)
-                merged = merge_windows(
+                m = merge_windows(
                     local,
                     [r.tags for r in res],
                     [r.spans for r in res],
@@ -901,13 +900,19 @@ class TextTagger:
                         if p.start in chain
                     ],
                 )
-            tags.extend(merged.tags)
+                merged = (m.tags, m.spans, m.probabilities, m.marginals)
+            chain_tags, chain_spans, chain_probs, chain_gamma = merged
+            tags.extend(chain_tags)
             spans.extend(
-                Span(s.label, s.start + chain.start, s.end + chain.start) for s in merged.spans
+                chain_spans
+                if chain.start == 0
+                else (
+                    Span(s.label, s.start + chain.start, s.end + chain.start) for s in chain_spans
+                )
             )
-            probs.extend(merged.probabilities)
-            if gamma is not None and merged.marginals is not None:
-                gamma.extend(merged.marginals)
+            probs.extend(chain_probs)
+            if gamma is not None and chain_gamma is not None:
+                gamma.extend(chain_gamma)
         calibrated = self.model.head.calibrated and scheme is not None
         if pinned:
             # A pinned span is an entity of every labelling left: its probability under the
@@ -1285,18 +1290,15 @@ def _check_output(text: str, tags: list[str], probs: list[float], scheme: str | 
     Raises:
         ValueError: naming the text and what is wrong.
     """
-    from crfhead.schemes import is_valid
-
-    name = text[:80]
     if scheme is not None and not is_valid(tags, scheme):
         raise ValueError(
-            f"the model decoded tags that break the {scheme} scheme for {name!r}: {tags[:20]}; "
+            f"the model decoded tags that break the {scheme} scheme for {text[:80]!r}: {tags[:20]}; "
             "its weights are corrupt"
         )
     bad = [p for p in probs if not 0.0 <= p <= 1.0 + 1e-6]  # NaN fails both comparisons
     if bad:
         raise ValueError(
-            f"the model gave span probabilities {bad[:5]} (not in [0, 1]) for {name!r}: "
+            f"the model gave span probabilities {bad[:5]} (not in [0, 1]) for {text[:80]!r}: "
             "its weights are corrupt"
         )
 

@@ -132,6 +132,10 @@ def test_tokens_go_to_the_sentence_they_start_in(tagger: TextTagger) -> None:
     # "2025." is a sentence with no letter token: dropped.
     assert token_ranges(toks, sentence_ranges(text)) == [range(0, 3), range(3, 6), range(6, 7)]
     assert token_ranges([], sentence_ranges(text)) == []
+    # One sentence, or none found: every token is the first's.
+    assert token_ranges(toks, [(0, len(text))]) == [range(0, 7)]
+    assert token_ranges(toks, [(4, 14)]) == [range(0, 7)]
+    assert token_ranges(toks, []) == [range(0, 7)]
 
 
 # ------------------------------------------------------------------------------ windows
