@@ -210,6 +210,33 @@ def test_a_summed_loss_gives_its_saved_parts_and_keeps_them_for_a_second_backwar
         assert torch.allclose(g, w, atol=1e-10)
 
 
+class _NoGradient(torch.autograd.Function):
+    """The identity whose backward passes no gradient on."""
+
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> None:
+        return None
+
+
+def test_a_loss_whose_gradient_never_arrives_gives_its_inputs_none() -> None:
+    """The rule's backward with no gradient for the value (only gold's, never differentiable, is
+    left): no gradient for its inputs, not zeros, and the other paths' gradients intact."""
+    c = random_chain(2, 5, 6, 4, False)
+    leaves = tuple(
+        x.clone().requires_grad_(True) for x in (c.emissions, c.transitions, c.start, c.end)
+    )
+    tags = torch.zeros_like(c.mask, dtype=torch.long)
+    loss, gold = engine.nll(ChainPotentials(*leaves, c.mask), tags)
+    assert not gold.requires_grad
+    (_NoGradient.apply(loss).sum() + leaves[0].sum()).backward()
+    assert torch.equal(leaves[0].grad, torch.ones_like(c.emissions))  # type: ignore[arg-type]
+    assert all(x.grad is None for x in leaves[1:])
+
+
 def test_the_ops_refuse_shapes_that_would_read_out_of_bounds() -> None:
     """Called directly (not through the op table), the ops check the shapes they index by."""
     from crfhead.engine.backends.cpu import dispatcher

@@ -391,6 +391,8 @@ struct FusedChain : public torch::autograd::Function<FusedChain> {
                                const Tensor& st, const Tensor& en, const Tensor& mask,
                                const std::optional<Tensor>& gold_tags) {
     const bool edges = tr.requires_grad();
+    // Only the value carries a gradient (gold is non-differentiable): no zeros are made for gold's.
+    ctx->set_materialize_grads(false);
     Tensor value, gold;
     std::array<Tensor, 4> p;
     if (gold_tags.has_value()) {
@@ -408,8 +410,9 @@ struct FusedChain : public torch::autograd::Function<FusedChain> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
     const Tensor& grad = grads[0];
+    if (!grad.defined()) return variable_list(6);  // no gradient reached the value
+    const auto saved = ctx->get_saved_variables();
     const Tensor &em = saved[0], &tr = saved[1], &st = saved[2], &en = saved[3];
     const std::array<bool, 4> need = {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
                                       ctx->needs_input_grad(2), ctx->needs_input_grad(3)};
