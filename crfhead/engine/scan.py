@@ -266,30 +266,40 @@ def log_partition_grads(
 
 
 def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
-    """Score of the given paths, ``(B,)``: start + emissions + transitions + end over unmasked positions.
+    """Score of given paths: start + emissions + transitions + end over unmasked positions.
+
+    ``(B,)`` for ``(B, T)`` tags; ``(B, R)`` for ``(B, R, T)`` tags, ``R`` paths of each chain (the
+    k best), read from the chain's potentials through broadcast views: nothing is copied per path.
 
     Args:
         pot: the chain potentials.
-        tags: ``(B, T)`` int64; entries at masked positions are ignored (``-100`` padding is fine).
+        tags: ``(B, T)`` or ``(B, R, T)`` int64; entries at masked positions are ignored (``-100``
+            padding is fine).
     """
     E, mask = pot.emissions, pot.mask
     B, T, K = pot.shape
-    safe = torch.where(mask, tags, torch.zeros_like(tags))
+    R = tags.shape[1] if tags.dim() == 3 else 0
+
+    def per_path(x: Tensor) -> Tensor:  # (B, ...) -> (B, R, ...) as a view, for (B, R, T) tags
+        return x.unsqueeze(1).expand(B, R, *x.shape[1:]) if R else x
+
+    on = per_path(mask)
+    safe = torch.where(on, tags, torch.zeros_like(tags))
     zero = E.new_zeros(())
-    unary = torch.where(mask, E.gather(2, safe.unsqueeze(-1)).squeeze(-1), zero).sum(1)
-    start = torch.where(pot.is_first, pot.start[safe], zero).sum(1)
-    end = torch.where(pot.is_last, pot.end[safe], zero).sum(1)
+    unary = torch.where(on, per_path(E).gather(-1, safe.unsqueeze(-1)).squeeze(-1), zero).sum(-1)
+    start = torch.where(per_path(pot.is_first), pot.start[safe], zero).sum(-1)
+    end = torch.where(per_path(pot.is_last), pot.end[safe], zero).sum(-1)
     total = unary + start + end
     if T > 1:
-        prev = safe.gather(1, pot.prev_index.clamp(min=0))[:, 1:]  # (B, T-1)
-        cur = safe[:, 1:]
-        edge_on = (mask & pot.has_prev)[:, 1:]
+        prev = safe.gather(-1, per_path(pot.prev_index.clamp(min=0)))[..., 1:]  # (B, [R,] T-1)
+        cur = safe[..., 1:]
+        edge_on = per_path((mask & pot.has_prev)[:, 1:])
         if pot.per_position:
-            flat = pot.transitions.reshape(B, T - 1, K * K)
-            pair = flat.gather(2, (prev * K + cur).unsqueeze(-1)).squeeze(-1)
+            flat = per_path(pot.transitions.reshape(B, T - 1, K * K))
+            pair = flat.gather(-1, (prev * K + cur).unsqueeze(-1)).squeeze(-1)
         else:
             pair = pot.transitions[prev, cur]
-        total = total + torch.where(edge_on, pair, zero).sum(1)
+        total = total + torch.where(edge_on, pair, zero).sum(-1)
     return total
 
 

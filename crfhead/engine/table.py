@@ -30,7 +30,7 @@ from torch import Tensor
 
 from crfhead.engine import decode, scan
 from crfhead.engine.backends import portable
-from crfhead.engine.backends.autograd import Scale, fused, recomputed
+from crfhead.engine.backends.autograd import Scale, fused, recomputed, rescored
 from crfhead.engine.backends.select import kernel, resolve
 from crfhead.engine.potentials import ChainPotentials, check_tag_range
 from crfhead.numerics import is_tracing
@@ -49,8 +49,10 @@ class Grad(enum.Enum):
     """A fused value; its gradient recomputes the portable function under autograd
     (:class:`~crfhead.engine.backends.autograd.Recomputed`). The portable function is differentiable."""
     RESCORE = "rescore"
-    """Paths and their scores: a fused kernel's scores are replaced by the paths' differentiable
-    scores (:func:`~crfhead.engine.scan.score`). The portable function is differentiable."""
+    """Paths and their scores: a fused kernel's scores, differentiated as the paths' scores
+    (:func:`~crfhead.engine.scan.score`) by a backward that scores them only if it runs
+    (:class:`~crfhead.engine.backends.autograd.Rescored`); while tracing, the paths' scores as
+    plain operations. The portable function is differentiable."""
     NONE = "none"
     """No gradient: the op runs under ``torch.no_grad``."""
 
@@ -135,18 +137,7 @@ _PORTABLE_PARTS = {
 def _rescored(pot: ChainPotentials, scores: Tensor, paths: Tensor) -> Tensor:
     """``scores`` of found paths replaced by the paths' differentiable scores (``paths`` ``(B, [R,] T)``)."""
     found = scores > float("-inf")
-    if paths.dim() == 2:
-        return torch.where(found, scan.score(pot, paths.clamp(min=0)), scores)
-    B, R, T = paths.shape
-    spread = ChainPotentials(
-        pot.emissions.repeat_interleave(R, 0),
-        pot.transitions.repeat_interleave(R, 0) if pot.per_position else pot.transitions,
-        pot.start,
-        pot.end,
-        pot.mask.repeat_interleave(R, 0),
-    )
-    rescored = scan.score(spread, paths.clamp(min=0).reshape(B * R, T)).reshape(B, R)
-    return torch.where(found, rescored, scores)
+    return torch.where(found, scan.score(pot, paths.clamp(min=0)), scores)
 
 
 def run(name: str, pot: ChainPotentials, *args: Any, backend: str | None = None) -> Any:
@@ -204,6 +195,7 @@ def _run(op: Op, pot: ChainPotentials, args: tuple[Any, ...], backend: str | Non
     if op.grad is Grad.RECOMPUTE:
         return recomputed(kern, op.portable, pot.chain)
     scores, paths = kern(pot.chain, *args)
-    # The glue is an eager thread policy; a traced graph has no threads to choose.
-    with contextlib.nullcontext() if tracing else where.glue(pot.chain):
-        return _rescored(pot, scores, paths), paths
+    if not tracing:  # the kernel's scores; the paths are scored again only if a backward runs
+        return rescored(scores, paths, pot.chain), paths
+    # A traced graph records the paths' scores as plain operations.
+    return _rescored(pot, scores, paths), paths

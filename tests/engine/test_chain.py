@@ -93,6 +93,28 @@ def test_score_matches_enumeration(c: Chain, seed: int) -> None:
         assert got[b].item() == pytest.approx(row.scores[row.paths.index(path)], abs=1e-10)
 
 
+@given(chains(), st.integers(0, 2**31 - 1), st.integers(1, 3))
+def test_scores_of_several_paths_per_chain_match_enumeration(c: Chain, seed: int, R: int) -> None:
+    """``(B, R, T)`` tags: each of a chain's R paths scored as enumeration scores it (its own
+    gradient, with the paths read through broadcast views, is tested with the k best's)."""
+    B, T, K = c.emissions.shape
+    g = torch.Generator().manual_seed(seed)
+    tags = torch.randint(0, K, (B, R, T), generator=g)
+    tags = torch.where(c.mask.unsqueeze(1), tags, torch.full_like(tags, -100))
+    got = score(pot_of(c), tags)
+    assert got.shape == (B, R)
+    for b, row in enumerate(rows_of(c)):
+        for r in range(R):
+            if not row.positions:
+                assert got[b, r].item() == 0.0
+                continue
+            path = [
+                t if m else -1 for t, m in zip(tags[b, r].tolist(), c.mask[b].tolist(), strict=True)
+            ]
+            want = row.scores[row.paths.index(path)]
+            assert got[b, r].item() == pytest.approx(want, abs=1e-10)
+
+
 @given(chains(), st.integers(1, 6))
 def test_topk_matches_enumeration(c: Chain, k: int) -> None:
     scores, paths = topk(pot_of(c), k)

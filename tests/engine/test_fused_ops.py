@@ -233,6 +233,52 @@ def test_graph_rules_topk_scores_differentiate_and_marginals_keep_their_graph(ba
 
 
 @pytest.mark.parametrize("backend", FUSED)
+@pytest.mark.parametrize("per_position", [False, True])
+def test_kernel_path_scores_are_its_own_and_gradcheck_as_the_paths_scores(
+    backend: str, per_position: bool
+) -> None:
+    """The k best's and Viterbi's scores under gradients: the kernel's values as it returns them (no
+    rescoring pass), differentiated (to second order) as the paths' scores; a missing path (k above
+    the paths a short row has) keeps -inf and takes no gradient."""
+    from crfhead.engine import score, viterbi
+
+    c = random_chain(5, 3, 4, 3, per_position)
+    c.mask[2, 1:] = False  # one word: 3 paths, so 2 of the 5 best are missing
+    leaves = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+    pot = make_potentials(*leaves, c.mask)
+    with torch.no_grad():
+        plain = topk(pot, 5, backend=backend)[0], viterbi(pot, backend=backend)[0]
+    scores, paths = topk(pot, 5, backend=backend)
+    best, path = viterbi(pot, backend=backend)
+    assert torch.equal(scores, plain[0]) and torch.equal(best, plain[1])
+    found = scores > float("-inf")
+    assert found.sum() == 2 * 5 + 3
+    # The gradient is that of the found paths' scores: a missing one adds nothing, whatever the
+    # gradient that reaches it.
+    torch.autograd.backward([scores, best], [torch.ones_like(scores), torch.ones_like(best)])
+    ref = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+    ref_pot = make_potentials(*ref, c.mask)
+    rows = torch.arange(3).repeat_interleave(5)[found.reshape(-1)]
+    # The oracle: each found path scored alone, on a copy of its row's potentials.
+    spread = make_potentials(
+        ref[0][rows], ref[1][rows] if per_position else ref[1], ref[2], ref[3], c.mask[rows]
+    )
+    found_paths = paths.reshape(15, -1)[found.reshape(-1)]
+    (score(spread, found_paths).sum() + score(ref_pot, path).sum()).backward()
+    for got, want in zip(leaves, ref, strict=True):
+        torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=1e-12)
+
+    def f(*xs: torch.Tensor) -> torch.Tensor:
+        p = make_potentials(*xs, c.mask)
+        s, _ = topk(p, 5, backend=backend)
+        return torch.cat([s[s > float("-inf")], viterbi(p, backend=backend)[0]])
+
+    inputs = [x.detach().clone().requires_grad_(True) for x in c.args()[:4]]
+    assert torch.autograd.gradcheck(f, inputs)
+    assert torch.autograd.gradgradcheck(f, inputs)
+
+
+@pytest.mark.parametrize("backend", FUSED)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_emissions_through_the_layer(backend: str, dtype: torch.dtype) -> None:
     torch.manual_seed(0)

@@ -9,6 +9,8 @@
   register the same rule in C++.
 * ``recompute`` (:class:`Recomputed`): a fused value whose gradient is the portable op's,
   recomputed under autograd only if a backward runs.
+* ``rescore`` (:class:`Rescored`): a kernel's best paths with its scores, differentiated as the
+  paths' scores (:func:`~crfhead.engine.scan.score`), whose graph is built only if a backward runs.
 
 :func:`compose_nll` builds a loss's parts from a forward-backward and the gold path's counts, for
 backends (portable, triton) without a fused loss.
@@ -32,6 +34,7 @@ __all__ = [
     "Grads",
     "Parts",
     "Recomputed",
+    "Rescored",
     "Scale",
     "chain_backward",
     "compose_nll",
@@ -39,6 +42,7 @@ __all__ = [
     "fused",
     "gold_counts",
     "recomputed",
+    "rescored",
 ]
 
 Grads = tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]
@@ -218,19 +222,8 @@ class Recomputed(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         """The vector-Jacobian product of the portable op (a graph of its own if ``create_graph``)."""
         em, tr, st, en, mask = ctx.saved_tensors
-        need = ctx.needs_input_grad[2:6]
-        higher = torch.is_grad_enabled()  # create_graph: the gradient's graph reaches the inputs
-        with torch.enable_grad():
-            inputs = [
-                x if higher else x.detach().requires_grad_(n)
-                for x, n in zip((em, tr, st, en), need, strict=True)
-            ]
-            out = ctx.portable(ChainPotentials(inputs[0], inputs[1], inputs[2], inputs[3], mask))
-            wanted = [x for x, n in zip(inputs, need, strict=True) if n]
-            grads = iter(
-                torch.autograd.grad(out, wanted, grad, create_graph=higher, allow_unused=True)
-            )
-        return (None, None, *(next(grads) if n else None for n in need), None)
+        grads = _vjp(ctx.portable, (em, tr, st, en), mask, ctx.needs_input_grad[2:6], grad)
+        return (None, None, *grads, None)
 
 
 def recomputed(
@@ -240,4 +233,75 @@ def recomputed(
 ) -> Tensor:
     """``fused(chain)`` with the gradient of ``portable`` (see :class:`Recomputed`)."""
     out: Tensor = Recomputed.apply(fused, portable, *chain)  # type: ignore[no-untyped-call]
+    return out
+
+
+class Rescored(torch.autograd.Function):
+    """The ``rescore`` rule: a kernel's scores of its paths, differentiated as those paths' scores.
+
+    A path's score is linear in the potentials, so its gradient is the path's indicator counts
+    whatever the values: the forward returns the kernel's scores as they are (no rescoring pass),
+    and only a backward, if one runs, scores the paths with the portable
+    :func:`~crfhead.engine.scan.score` under autograd (a graph of its own with ``create_graph``). A
+    missing path (score ``-inf``, its tags ``-1``) has no gradient.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        scores: Tensor,
+        paths: Tensor,
+        emissions: Tensor,
+        transitions: Tensor,
+        start: Tensor,
+        end: Tensor,
+        mask: Tensor,
+    ) -> Tensor:
+        """``scores`` ``(B,)`` or ``(B, R)`` of ``paths`` ``(B, T)`` or ``(B, R, T)``, as given."""
+        ctx.save_for_backward(paths, emissions, transitions, start, end, mask)
+        ctx.found = scores > float("-inf")
+        return scores.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        """The paths' indicator counts scaled by ``grad`` (zero for a missing path)."""
+        paths, em, tr, st, en, mask = ctx.saved_tensors
+        kept = torch.where(ctx.found, grad, torch.zeros_like(grad))  # none for a missing path
+        grads = _vjp(
+            lambda pot: scan.score(pot, paths.clamp(min=0)),
+            (em, tr, st, en),
+            mask,
+            ctx.needs_input_grad[2:6],
+            kept,
+        )
+        return (None, None, *grads, None)
+
+
+def _vjp(
+    fn: Callable[[ChainPotentials], Tensor],
+    scores: tuple[Tensor, Tensor, Tensor, Tensor],
+    mask: Tensor,
+    need: tuple[bool, ...],
+    grad: Tensor,
+) -> Grads:
+    """The vector-Jacobian product of ``fn`` at the potentials' four score tensors by ``grad``.
+
+    ``fn`` runs under autograd on detached copies (``None`` where ``need`` is false); with grad mode
+    on (``create_graph``) on the tensors themselves, so the gradient's graph reaches them.
+    """
+    higher = torch.is_grad_enabled()
+    with torch.enable_grad():
+        inputs = [
+            x if higher else x.detach().requires_grad_(n) for x, n in zip(scores, need, strict=True)
+        ]
+        out = fn(ChainPotentials(inputs[0], inputs[1], inputs[2], inputs[3], mask))
+        wanted = [x for x, n in zip(inputs, need, strict=True) if n]
+        grads = iter(torch.autograd.grad(out, wanted, grad, create_graph=higher, allow_unused=True))
+    a, b, c, d = (next(grads) if n else None for n in need)
+    return a, b, c, d
+
+
+def rescored(scores: Tensor, paths: Tensor, chain: Chain) -> Tensor:
+    """``scores`` of ``paths`` with the gradient of the paths' scores (see :class:`Rescored`)."""
+    out: Tensor = Rescored.apply(scores, paths, *chain)  # type: ignore[no-untyped-call]
     return out
