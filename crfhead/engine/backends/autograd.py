@@ -247,18 +247,9 @@ class Rescored(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(
-        ctx: Any,
-        scores: Tensor,
-        paths: Tensor,
-        emissions: Tensor,
-        transitions: Tensor,
-        start: Tensor,
-        end: Tensor,
-        mask: Tensor,
-    ) -> Tensor:
-        """``scores`` ``(B,)`` or ``(B, R)`` of ``paths`` ``(B, T)`` or ``(B, R, T)``, as given."""
-        ctx.save_for_backward(paths, emissions, transitions, start, end, mask)
+    def forward(ctx: Any, scores: Tensor, paths: Tensor, *chain: Tensor) -> Tensor:
+        """``scores`` ``(B,)`` or ``(B, R)`` as given; ``chain``: emissions, transitions, start, end, mask."""
+        ctx.save_for_backward(paths, *chain)
         ctx.found = scores > float("-inf")
         return scores.clone()
 
