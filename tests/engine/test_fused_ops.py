@@ -238,8 +238,8 @@ def test_kernel_path_scores_are_its_own_and_gradcheck_as_the_paths_scores(
     backend: str, per_position: bool
 ) -> None:
     """The k best's and Viterbi's scores under gradients: the kernel's values as it returns them (no
-    rescoring pass), differentiated (to second order) as the paths' scores; a missing path (k above
-    the paths a short row has) keeps -inf and takes no gradient."""
+    rescoring pass), differentiated as the paths' scores; a missing path (k above the paths a short
+    row has) keeps -inf and takes no gradient."""
     from crfhead.engine import score, viterbi
 
     c = random_chain(5, 3, 4, 3, per_position)
@@ -267,6 +267,15 @@ def test_kernel_path_scores_are_its_own_and_gradcheck_as_the_paths_scores(
     (score(spread, found_paths).sum() + score(ref_pot, path).sum()).backward()
     for got, want in zip(leaves, ref, strict=True):
         torch.testing.assert_close(got.grad, want.grad, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", CPU_FUSED)  # the Rescored function is the same for triton
+@pytest.mark.parametrize("per_position", [False, True])
+def test_kernel_path_scores_gradcheck_to_second_order(backend: str, per_position: bool) -> None:
+    from crfhead.engine import viterbi
+
+    c = random_chain(5, 3, 4, 3, per_position)
+    c.mask[2, 1:] = False  # missing paths among the 5 best: left out of the checked outputs
 
     def f(*xs: torch.Tensor) -> torch.Tensor:
         p = make_potentials(*xs, c.mask)
