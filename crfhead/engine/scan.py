@@ -54,6 +54,7 @@ __all__ = [
     "pair_marginals",
     "scale_grads",
     "score",
+    "score_grads",
 ]
 
 _LOG = LogSemiring()
@@ -301,6 +302,44 @@ def score(pot: ChainPotentials, tags: Tensor) -> Tensor:
             pair = pot.transitions[prev, cur]
         total = total + torch.where(edge_on, pair, zero).sum(-1)
     return total
+
+
+def score_grads(
+    pot: ChainPotentials, tags: Tensor, weights: Tensor
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of ``sum(weights * score(pot, tags))`` to (emissions, transitions, start, end).
+
+    A path's score is linear in the potentials: its gradient is the path's indicator counts, here
+    added up with their ``weights`` (``(B,)`` for ``(B, T)`` tags, ``(B, R)`` for ``(B, R, T)``)
+    into tensors shaped and typed as the potentials, without autograd.
+    """
+    E, mask = pot.emissions, pot.mask
+    B, T, K = pot.shape
+    paths = tags.unsqueeze(1) if tags.dim() == 2 else tags  # (B, R, T)
+    R = paths.shape[1]
+    w = weights.reshape(B, R, 1)
+    on = mask.unsqueeze(1)
+    safe = torch.where(on, paths, torch.zeros_like(paths))
+    steps = torch.arange(T, device=E.device)
+    at = (safe + steps * K).reshape(B, R * T)
+    per_word = (w * on).to(E.dtype).reshape(B, R * T)
+    d_em = E.new_zeros(B, T * K).scatter_add_(1, at, per_word).reshape(B, T, K)
+    ends = []
+    for where, x in ((pot.is_first, pot.start), (pot.is_last, pot.end)):
+        counts = (w * where.unsqueeze(1)).to(x.dtype).reshape(-1)
+        ends.append(x.new_zeros(K).index_add_(0, safe.reshape(-1), counts))
+    tr = pot.transitions
+    if T < 2:
+        return d_em, torch.zeros_like(tr), ends[0], ends[1]
+    prev = safe.gather(2, pot.prev_index.clamp(min=0).unsqueeze(1).expand(B, R, T))[:, :, 1:]
+    edge = prev * K + safe[:, :, 1:]  # (B, R, T-1) into (K K)
+    per_edge = (w * (mask & pot.has_prev)[:, 1:].unsqueeze(1)).to(tr.dtype)
+    if pot.per_position:
+        at = (edge + steps[: T - 1] * (K * K)).reshape(B, -1)
+        d_tr = tr.new_zeros(B, (T - 1) * K * K).scatter_add_(1, at, per_edge.reshape(B, -1))
+    else:
+        d_tr = tr.new_zeros(K * K).index_add_(0, edge.reshape(-1), per_edge.reshape(-1))
+    return d_em, d_tr.reshape(tr.shape), ends[0], ends[1]
 
 
 def log_partition(pot: ChainPotentials) -> Tensor:

@@ -11,6 +11,7 @@ import pytest
 import torch
 from helpers import Chain, chains, random_chain
 from hypothesis import given
+from hypothesis import strategies as st
 
 from crfhead.engine import make_potentials, nll, scan
 from crfhead.engine.backends import available, portable
@@ -52,6 +53,29 @@ def test_gold_counts_are_the_gradient_of_the_gold_score(c: Chain) -> None:
     ):
         want = torch.zeros_like(got) if want is None else want
         assert torch.allclose(got, want.reshape(got.shape)), (B, got, want)
+
+
+@given(chains(), st.integers(0, 3), st.integers(0, 2**31 - 1))
+def test_weighted_path_counts_are_the_gradient_of_the_paths_scores(
+    c: Chain, R: int, seed: int
+) -> None:
+    """``score_grads``, without autograd, for ``(B, T)`` tags (R = 0) and ``(B, R, T)`` ones, with
+    any weights (zero and negative too)."""
+    pot = _pot(c, grad=True)
+    B, T, K = c.emissions.shape
+    g = torch.Generator().manual_seed(seed)
+    shape = (B, R, T) if R else (B, T)
+    tags = torch.randint(0, K, shape, generator=g)
+    tags = torch.where(c.mask.unsqueeze(1) if R else c.mask, tags, torch.full_like(tags, -100))
+    weights = torch.randn(shape[:-1], generator=g, dtype=c.emissions.dtype)
+    weights.view(-1)[::3] = 0.0
+    leaves = (pot.emissions, pot.transitions, pot.start, pot.end)
+    want = torch.autograd.grad((weights * scan.score(pot, tags)).sum(), leaves, allow_unused=True)
+    got = scan.score_grads(pot, tags, weights)
+    for x, g_got, g_want in zip(leaves, got, want, strict=True):
+        assert g_got.shape == x.shape and g_got.dtype == x.dtype
+        g_want = torch.zeros_like(x) if g_want is None else g_want
+        torch.testing.assert_close(g_got, g_want, rtol=0, atol=1e-12)
 
 
 @given(chains())

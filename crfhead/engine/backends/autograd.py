@@ -241,9 +241,10 @@ class Rescored(torch.autograd.Function):
 
     A path's score is linear in the potentials, so its gradient is the path's indicator counts
     whatever the values: the forward returns the kernel's scores as they are (no rescoring pass),
-    and only a backward, if one runs, scores the paths with the portable
-    :func:`~crfhead.engine.scan.score` under autograd (a graph of its own with ``create_graph``). A
-    missing path (score ``-inf``, its tags ``-1``) has no gradient.
+    and only a backward, if one runs, adds up the paths' counts
+    (:func:`~crfhead.engine.scan.score_grads`; with ``create_graph``, the gradient of
+    :func:`~crfhead.engine.scan.score` under autograd, a graph of its own). A missing path (score
+    ``-inf``, its tags ``-1``) has no gradient.
     """
 
     @staticmethod
@@ -258,13 +259,16 @@ class Rescored(torch.autograd.Function):
         """The paths' indicator counts scaled by ``grad`` (zero for a missing path)."""
         paths, em, tr, st, en, mask = ctx.saved_tensors
         kept = torch.where(ctx.found, grad, torch.zeros_like(grad))  # none for a missing path
-        grads = _vjp(
-            lambda pot: scan.score(pot, paths.clamp(min=0)),
-            (em, tr, st, en),
-            mask,
-            ctx.needs_input_grad[2:6],
-            kept,
-        )
+        need = ctx.needs_input_grad[2:6]
+        grads: tuple[Tensor | None, ...]
+        if torch.is_grad_enabled():  # create_graph: the counts as a graph of the paths' scores
+            grads = _vjp(
+                lambda pot: scan.score(pot, paths.clamp(min=0)), (em, tr, st, en), mask, need, kept
+            )
+        else:
+            pot = ChainPotentials(em, tr, st, en, mask)
+            counts = scan.score_grads(pot, paths.clamp(min=0), kept)
+            grads = tuple(g if n else None for g, n in zip(counts, need, strict=True))
         return (None, None, *grads, None)
 
 
