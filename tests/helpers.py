@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,28 @@ from hypothesis import strategies as st
 def full() -> bool:
     """Whether this is the full suite (``pytest --full`` or ``CRFHEAD_FULL=1``; see ``conftest.py``)."""
     return os.environ.get("CRFHEAD_FULL") == "1"
+
+
+def script_process(
+    name: str, *args: str, cwd: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """``scripts/<name>`` run by this interpreter from ``cwd`` (another folder than the
+    repository's: a script must find what it needs next to itself), its output captured."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / name
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_script(name: str, *args: str, cwd: Path, timeout: float = 300) -> str:
+    """The stdout of :func:`script_process`, asserting that the script exited 0."""
+    done = script_process(name, *args, cwd=cwd, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def needs_data(*parts: str) -> Path:

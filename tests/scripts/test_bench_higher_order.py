@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_higher_order.py"
+from tests.helpers import run_script
+
 SUITES = ("chain", "cliques", "mixed", "potts", "rowcliques")  # the script's default: every suite
 
 
 def test_a_tiny_run_prints_every_suite_and_method(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--groups", "1", "--size", "2,3,2", "--max-iterations", "20"],
+    out = run_script(
+        "bench_higher_order.py",
+        *("--groups", "1", "--size", "2,3,2", "--max-iterations", "20"),
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [
-        line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line
-    ]
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 1 + len(SUITES) * 4  # the header, then every suite x 4 methods
     assert all(row.count("|") == rows[0].count("|") for row in rows)
     assert {row.split("|")[1].strip() for row in rows[1:]} == set(SUITES)

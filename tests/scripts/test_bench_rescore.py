@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_rescore.py"
+from tests.helpers import run_script
 
 
 def test_a_tiny_run_prints_its_table(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--sizes", "2,3,2", "--k", "3", "--runs", "2"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    out = run_script(
+        "bench_rescore.py", "--sizes", "2,3,2", "--k", "3", "--runs", "2", cwd=tmp_path
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    lines = out.splitlines()
     assert lines[0].startswith("| code | B,T,K | topk us | topk + backward us |")
     rows = [line.split("|")[1:-1] for line in lines[2:]]
     assert len(rows) == 2

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from crfhead.schemes import tags_to_spans
+from tests.helpers import script_process
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "partial_labels.py"
@@ -56,14 +56,8 @@ SPANS = 8
 
 def run(
     *args: str, cwd: Path, check: bool = True, timeout: int = 600
-) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+) -> subprocess.CompletedProcess[str]:
+    done = script_process(SCRIPT.name, *args, cwd=cwd, timeout=timeout)
     if check:
         assert done.returncode == 0, done.stderr[-3000:]
     return done

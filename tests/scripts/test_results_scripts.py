@@ -16,21 +16,11 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import run_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def run(script: str, *args: str, cwd: Path, timeout: int = 300) -> str:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def is_png(path: Path) -> bool:
@@ -52,7 +42,7 @@ def table_rows(markdown: str, header_start: str) -> list[list[str]]:
 # ------------------------------------------------------------------------------------ label bias
 def test_label_bias_table_tiny(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    run(
+    run_script(
         "label_bias_table.py",
         *("--train-docs", "3", "--ending", "first", "quarter", "--ending", "fiscal", "year"),
         *("--polyseme", "drovine", "--out-dir", str(out)),
@@ -84,7 +74,9 @@ def test_label_bias_table_tiny(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------- mistake bound
 def test_mistake_bound_table_tiny(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    run("mistake_bound_table.py", "--seeds", "2", "--n", "20", "--out-dir", str(out), cwd=tmp_path)
+    run_script(
+        "mistake_bound_table.py", "--seeds", "2", "--n", "20", "--out-dir", str(out), cwd=tmp_path
+    )
     result = json.loads((out / "mistake_bound.json").read_text())
     assert len(result["setup"]["seeds"]) == 2
     assert len(result["runs"]) == 2
@@ -103,7 +95,7 @@ def test_mistake_bound_table_tiny(tmp_path: Path) -> None:
 def test_plots_all_from_the_lab_payloads(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "out"
-    printed = run("plots.py", "all", "--out-dir", str(out), cwd=tmp_path)
+    printed = run_script("plots.py", "all", "--out-dir", str(out), cwd=tmp_path)
     names = ["learning_curves.png", "trellis.png", "finance.png"]
     assert printed.split() == [str(out / n) for n in names]
     assert all(is_png(out / n) for n in names)
@@ -112,13 +104,13 @@ def test_plots_all_from_the_lab_payloads(tmp_path: Path) -> None:
 def test_plots_recompute_tiny(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "out"
-    run(
+    run_script(
         "plots.py",
         *("learning-curves", "--recompute", "--ns", "10", "20", "--test-n", "50"),
         *("--out-dir", str(out)),
         cwd=tmp_path,
     )
-    run("plots.py", "trellis", "--recompute", "--out-dir", str(out), cwd=tmp_path)
+    run_script("plots.py", "trellis", "--recompute", "--out-dir", str(out), cwd=tmp_path)
     assert is_png(out / "learning_curves.png")
     assert is_png(out / "trellis.png")
 
@@ -138,9 +130,9 @@ def test_plots_f1_bars_from_test_reports(tmp_path: Path) -> None:
     out = tmp_path / "out"
     a = write_report(tmp_path / "runs/msm_a/version_0/test_report.json", {"PER": 0.8, "LOC": 0.6})
     b = write_report(tmp_path / "runs/msm_b/version_3/test_report.json", {"PER": 0.7, "ORG": 0.5})
-    run("plots.py", "f1", str(a), "--out-dir", str(out), cwd=tmp_path)
+    run_script("plots.py", "f1", str(a), "--out-dir", str(out), cwd=tmp_path)
     assert is_png(out / "f1_msm_a.png")  # named after the run
-    run(
+    run_script(
         "plots.py",
         *("f1", str(a), str(b), "--label", "A", "--label", "B", "--name", "both"),
         *("--out-dir", str(out)),
@@ -175,14 +167,14 @@ def test_plots_training_curve_from_metrics_csv(tmp_path: Path) -> None:
             writer.writerow([epoch, 2 * epoch, 3.0 / (epoch + 1), "", ""])
             writer.writerow([epoch, 2 * epoch + 1, "", 2.5 / (epoch + 1), 0.5 + 0.1 * epoch])
     out = tmp_path / "out"
-    run("plots.py", "training", str(run_dir), "--out-dir", str(out), cwd=tmp_path)
+    run_script("plots.py", "training", str(run_dir), "--out-dir", str(out), cwd=tmp_path)
     assert is_png(out / "training_finance_indicator_crf.png")
 
 
 # ------------------------------------------------------------------------ the seed's other tables
 def test_worlds_tables_quick(tmp_path: Path) -> None:
     out = tmp_path / "worlds.json"
-    printed = run(
+    printed = run_script(
         "worlds_tables.py",
         *("--quick", "--test-n", "100", "--memm-n", "50", "--out", str(out)),
         cwd=tmp_path,
@@ -196,7 +188,9 @@ def test_worlds_tables_quick(tmp_path: Path) -> None:
 def test_finance_table_two_runs_tuned(tmp_path: Path) -> None:
     """Two corpus runs at one document, the MEMM tuned on dev: the tables, the JSON, the claims."""
     args = ("--docs", "1", "--runs", "2", "--test-docs", "2", "--max-epochs", "1")
-    printed = run("finance_table.py", *args, "--out-dir", str(tmp_path), cwd=tmp_path, timeout=900)
+    printed = run_script(
+        "finance_table.py", *args, "--out-dir", str(tmp_path), cwd=tmp_path, timeout=900
+    )
     assert "| 1 |" in printed and "± " in printed
     result = json.loads((tmp_path / "finance.json").read_text())
     assert result["profile"] == "seed" and result["runs"] == 2
