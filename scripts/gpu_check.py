@@ -1,25 +1,28 @@
-"""The first-device check: the Triton kernels on CUDA against the portable engine, then timings.
+"""The first-device check: timings, a bf16 step, and the Triton kernels on CUDA against the portable engine.
 
-Run on a machine with a GPU, in one short command (``bash scripts/gpu_check.sh`` sets up and runs this,
-then ``bench_chain.py --device cuda``)::
+Run on a machine with a GPU (``bash scripts/gpu_check.sh`` finds the Python, unpacks the carried
+wheels, runs this, then ``bench_chain.py --device cuda``)::
 
     python scripts/gpu_check.py [--device cuda] [--quick]
 
-1. **Agreement** (exit status 1 on any mismatch, each printed): on random chains with holes, empty
-   rows, forbidden (``-inf``) starts / transitions / ends / emissions, rows with no valid path, shared
-   and per-edge transitions, float32 and float64, scores ×1e-3 … ×1e4: every op of the table, Triton
-   against portable on the same device: ``log Z``, node, edge and max-marginals, Viterbi scores and
-   paths, the entropy, the k-best (scores, and each path scoring what it claims), the loss with its
+Three parts, in this order (the headline numbers compile two kernels; the agreement compiles them all),
+each timed, each run even when one before it failed; the exit status is 1 if any failed:
+
+1. **Timing**: the loss (forward + backward) at (64, 128, 17), crfhead (triton) against pytorch-crf
+   when installed (goal >= 20x), median of 20 calls after warm-up, CUDA-synchronised.
+2. **bf16**: one training step of a transformer-CRF (a tiny random BERT, so no download) under
+   ``torch.autocast(bfloat16)``: finite loss, finite gradients, the chain in float32.
+3. **Agreement** (every mismatch printed): on random chains with holes, empty rows, forbidden
+   (``-inf``) starts / transitions / ends / emissions, rows with no valid path, shared and per-edge
+   transitions, float32 and float64, scores x1e-3 ... x1e4: every op of the table, Triton against
+   portable on the same device: ``log Z``, node, edge and max-marginals, Viterbi scores and paths,
+   the entropy, the k-best (scores, and each path scoring what it claims), the loss with its
    gradients, and the samples (allowed paths only, reproducible from the generator, node frequencies
    within 5 standard errors of the marginals).
-2. **Timing**: the loss (forward + backward) at (64, 128, 17), crfhead (triton) against pytorch-crf
-   when installed, then every op on triton against portable on the device, median of 20 calls after
-   warm-up, CUDA-synchronised.
-3. **bf16**: one training step of a transformer-CRF (a tiny random BERT, so no download) under
-   ``torch.autocast(bfloat16)``: finite loss, finite gradients, the chain in float32.
 
-On a CPU without CUDA, ``--device cpu`` with ``TRITON_INTERPRET=1`` runs the same agreement checks
-through Triton's interpreter (slow: use ``--quick``), which is how this script is itself tested.
+On a CPU, ``--device cpu --quick`` with ``TRITON_INTERPRET=1`` runs the same three at toy sizes, the
+agreement through Triton's interpreter (``bash scripts/gpu_check.sh --rehearse``, how this script is
+itself tested).
 """
 
 from __future__ import annotations
@@ -213,9 +216,8 @@ def _median_ms(fn: Callable[[], object], device: str, repeats: int = 20) -> floa
     return 1e3 * times[len(times) // 2]
 
 
-def timing(device: str) -> None:
-    """The loss at (64, 128, 17): crfhead's triton backend against pytorch-crf."""
-    B, T, K = 64, 128, 17
+def timing(device: str, B: int = 64, T: int = 128, K: int = 17, repeats: int = 20) -> None:
+    """The loss (forward + backward) at ``(B, T, K)``: crfhead (triton on CUDA) against pytorch-crf."""
     g = torch.Generator().manual_seed(0)
     em = torch.randn(B, T, K, generator=g).to(device).requires_grad_(True)
     tags = torch.randint(0, K, (B, T), generator=g).to(device)
@@ -226,7 +228,8 @@ def timing(device: str) -> None:
     def ours() -> None:
         crf.nll(em, tags).backward()
 
-    print(f"crfhead loss (64, 128, 17) on {device}: {_median_ms(ours, device):.3f} ms")
+    size = f"({B}, {T}, {K})"
+    print(f"crfhead loss {size} on {device}: {_median_ms(ours, device, repeats):.3f} ms")
     try:
         import torchcrf
     except ImportError:
@@ -237,8 +240,8 @@ def timing(device: str) -> None:
     def theirs() -> None:
         (-theirs_crf(em, tags, reduction="mean")).backward()
 
-    t_ours, t_theirs = _median_ms(ours, device), _median_ms(theirs, device)
-    print(f"pytorch-crf: {t_theirs:.3f} ms; ratio {t_theirs / t_ours:.1f}x (goal >= 20x)")
+    t_ours, t_theirs = _median_ms(ours, device, repeats), _median_ms(theirs, device, repeats)
+    print(f"pytorch-crf {size}: {t_theirs:.3f} ms; ratio {t_theirs / t_ours:.1f}x (goal >= 20x)")
 
 
 def bf16_step(device: str) -> None:
@@ -296,13 +299,39 @@ def bf16_step(device: str) -> None:
             f"bf16 transformer-CRF step: emissions {em.dtype}, loss {float(loss.detach()):.4f} ({loss.dtype}), finite grads {grads_ok}"
         )
         if not (math.isfinite(float(loss.detach())) and grads_ok):
-            raise SystemExit("bf16 step: non-finite loss or gradients")
+            raise RuntimeError("bf16 step: non-finite loss or gradients")
+
+
+def _step(name: str, fn: Callable[[], object]) -> bool:
+    """Run one part, say how long it took; an exception is printed and counted, not raised."""
+    t0 = time.perf_counter()
+    try:
+        fn()
+    except Exception as e:  # each part reports on its own: a failure must not hide the others
+        print(f"{name}: FAILED ({type(e).__name__}: {e})", file=sys.stderr)
+        return False
+    finally:
+        print(f"({name}: {time.perf_counter() - t0:.1f} s)")
+    return True
+
+
+def agreement_step(device: str, quick: bool) -> None:
+    problems = agreement(device, quick)
+    print(
+        f"agreement, triton vs portable: {'OK' if not problems else f'{len(problems)} mismatches'}"
+    )
+    for p in problems[:50]:
+        print("  " + p, file=sys.stderr)
+    if problems:
+        raise RuntimeError(f"{len(problems)} mismatches")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--quick", action="store_true", help="fewer, smaller agreement cases")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer, smaller agreement cases; a toy timing size"
+    )
     args = parser.parse_args()
     ok, why = available("triton")
     if not ok:
@@ -311,16 +340,14 @@ def main() -> None:
         f"device {args.device}"
         + (f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else "")
     )
-    problems = agreement(args.device, args.quick)
-    print(
-        f"agreement, triton vs portable: {'OK' if not problems else f'{len(problems)} mismatches'}"
-    )
-    for p in problems[:50]:
-        print("  " + p, file=sys.stderr)
-    if args.device == "cuda":
-        timing(args.device)
-        bf16_step(args.device)
-    raise SystemExit(1 if problems else 0)
+    # The headline numbers first (two kernels to compile), then the agreement (every kernel).
+    size = (4, 16, 5, 3) if args.quick else (64, 128, 17, 20)
+    results = [
+        _step("timing", lambda: timing(args.device, *size)),
+        _step("bf16 step", lambda: bf16_step(args.device)),
+        _step("agreement", lambda: agreement_step(args.device, args.quick)),
+    ]
+    raise SystemExit(0 if all(results) else 1)
 
 
 if __name__ == "__main__":
