@@ -3,7 +3,7 @@
 Run on a machine with a GPU (``bash scripts/gpu_check.sh`` finds the Python, unpacks the carried
 wheels, runs this, then ``bench_chain.py --device cuda``)::
 
-    python scripts/gpu_check.py [--device cuda] [--quick]
+    python scripts/gpu_check.py [--device cuda] [--quick] [--budget SECONDS]
 
 Three parts, in this order (the headline numbers compile two kernels; the agreement compiles them all),
 each timed, each run even when one before it failed; the exit status is 1 if any failed:
@@ -20,9 +20,11 @@ each timed, each run even when one before it failed; the exit status is 1 if any
    gradients, and the samples (allowed paths only, reproducible from the generator, node frequencies
    within 5 standard errors of the marginals).
 
-On a CPU, ``--device cpu --quick`` with ``TRITON_INTERPRET=1`` runs the same three at toy sizes, the
-agreement through Triton's interpreter (``bash scripts/gpu_check.sh --rehearse``, how this script is
-itself tested).
+The agreement runs its toy cases first (every op at small sizes), then the full ones unless
+``--quick``; with ``--budget`` it starts no full case after that many seconds and says how many ran.
+On a CPU, ``--device cpu --budget 0`` with ``TRITON_INTERPRET=1`` runs the three with the toy cases
+through Triton's interpreter (``bash scripts/gpu_check.sh --rehearse``, how this script is itself
+tested); ``--quick`` also shrinks the timing to (4, 16, 5).
 """
 
 from __future__ import annotations
@@ -100,54 +102,99 @@ def _close(name: str, got: torch.Tensor, want: torch.Tensor, atol: float, rtol: 
     return []
 
 
-def agreement(device: str, quick: bool) -> list[str]:
-    """Every mismatch between the triton and portable backends, as lines."""
+QUICK = ([(4, 7, 5), (3, 1, 3)], [1e-3, 1.0, 1e4])
+"""The toy cases' sizes ``(B, T, K)`` and score scales (the interpreter: each op takes seconds)."""
+FULL = ([(8, 33, 9), (5, 1, 4), (6, 64, 17), (3, 0, 5)], [1e-3, 1.0, 1e2, 1e4])
+"""The device's cases besides: each block size, lengths 0, 1 and multiples of 16 or not."""
+
+Case = tuple[int, int, int, bool, torch.dtype, float, bool]
+
+
+def cases(quick: bool) -> list[Case]:
+    """``(B, T, K, per_position, dtype, scale, more)`` in the order they run: the toy ones first
+    (every op, the k-best, samples and edge/max-marginals at scale 1 only), then unless ``quick``
+    the full ones (every op at every scale). ``more``: the k-best, samples and edge/max-marginals too."""
+    out: list[Case] = []
+    for (sizes, scales), full in ((QUICK, False), *(() if quick else ((FULL, True),))):
+        for B, T, K in sizes:
+            for per_position in (False, True):
+                for dtype in (torch.float32, torch.float64):
+                    for scale in scales:
+                        out.append((B, T, K, per_position, dtype, scale, full or scale == 1.0))
+    return out
+
+
+def agreement(device: str, quick: bool, budget_s: float = math.inf) -> tuple[list[str], int, int]:
+    """Every mismatch between the triton and portable backends, as lines; the cases run and all.
+
+    The toy cases always run (they reach every op); no full case starts once ``budget_s`` seconds
+    have passed (a first GPU compiles every kernel variant: the budget keeps the run inside its
+    lease, and the count says what it covered).
+    """
     problems: list[str] = []
-    sizes = [(4, 7, 5), (3, 1, 3)] if quick else [(8, 33, 9), (5, 1, 4), (6, 64, 17), (3, 0, 5)]
-    scales = [1e-3, 1.0, 1e4] if quick else [1e-3, 1.0, 1e2, 1e4]
-    seed = 0
-    for B, T, K in sizes:
-        for per_position in (False, True):
-            for dtype in (torch.float32, torch.float64):
-                for scale in scales:
-                    seed += 1
-                    args = _chain(seed, B, T, K, per_position, scale, dtype, device)
-                    leaves = [x.clone().requires_grad_(True) for x in args[:4]]
-                    tag = f"B={B} T={T} K={K} per_position={per_position} {dtype} x{scale:g}"
-                    tol = (1e-9, 1e-9) if dtype == torch.float64 else (1e-4, 1e-5)
-                    out = {}
-                    for backend in ("triton", "portable"):
-                        pot = make_potentials(*args)
-                        out[backend] = (
-                            log_partition(pot, backend=backend),
-                            marginals(pot, backend=backend),
-                            *viterbi(pot, backend=backend),
-                            entropy(pot, backend=backend),
-                        )
-                    for name, a, b in zip(
-                        ("log Z", "marginals", "viterbi score", "paths", "entropy"),
-                        out["triton"],
-                        out["portable"],
-                        strict=True,
-                    ):
-                        if name != "paths":
-                            problems += [f"{tag}: {p}" for p in _close(name, a, b, *tol)]
-                    if not torch.equal(out["triton"][3].cpu(), out["portable"][3].cpu()):
-                        problems.append(f"{tag}: Viterbi paths differ")
-                    if not quick or scale == 1.0:  # (the interpreter: each op takes seconds)
-                        problems += [f"{tag}: {p}" for p in _more_ops(args, device, tol)]
-                    tags = out["portable"][3].clamp(min=0)
-                    grads = {}
-                    for backend in ("triton", "portable"):
-                        pot = make_potentials(*leaves, args[4])
-                        loss, _ = nll(pot, tags, backend=backend)
-                        finite = torch.where(torch.isfinite(loss), loss, 0.0).sum()
-                        grads[backend] = torch.autograd.grad(finite, leaves, allow_unused=True)
-                    for i, (a, b) in enumerate(
-                        zip(grads["triton"], grads["portable"], strict=True)
-                    ):
-                        if a is not None and b is not None:
-                            problems += [f"{tag}: {p}" for p in _close(f"grad {i}", a, b, *tol)]
+    todo, always = cases(quick), len(cases(True))
+    t0 = time.perf_counter()
+    done = 0
+    for seed, (B, T, K, per_position, dtype, scale, more) in enumerate(todo, start=1):
+        if done >= always and time.perf_counter() - t0 > budget_s:
+            break
+        problems += _case(seed, B, T, K, per_position, dtype, scale, more, device)
+        done += 1
+        if done == len(todo) or (done < always, todo[done][:3]) != (done - 1 < always, (B, T, K)):
+            print(
+                f"  agreement up to ({B}, {T}, {K}): {done} cases, {time.perf_counter() - t0:.1f} s"
+            )
+    return problems, done, len(todo)
+
+
+def _case(
+    seed: int,
+    B: int,
+    T: int,
+    K: int,
+    per_position: bool,
+    dtype: torch.dtype,
+    scale: float,
+    more: bool,
+    device: str,
+) -> list[str]:
+    """One chain's mismatches: every op, triton against portable; ``more``: the rarer ops too."""
+    problems: list[str] = []
+    args = _chain(seed, B, T, K, per_position, scale, dtype, device)
+    leaves = [x.clone().requires_grad_(True) for x in args[:4]]
+    tag = f"B={B} T={T} K={K} per_position={per_position} {dtype} x{scale:g}"
+    tol = (1e-9, 1e-9) if dtype == torch.float64 else (1e-4, 1e-5)
+    out = {}
+    for backend in ("triton", "portable"):
+        pot = make_potentials(*args)
+        out[backend] = (
+            log_partition(pot, backend=backend),
+            marginals(pot, backend=backend),
+            *viterbi(pot, backend=backend),
+            entropy(pot, backend=backend),
+        )
+    for name, a, b in zip(
+        ("log Z", "marginals", "viterbi score", "paths", "entropy"),
+        out["triton"],
+        out["portable"],
+        strict=True,
+    ):
+        if name != "paths":
+            problems += [f"{tag}: {p}" for p in _close(name, a, b, *tol)]
+    if not torch.equal(out["triton"][3].cpu(), out["portable"][3].cpu()):
+        problems.append(f"{tag}: Viterbi paths differ")
+    if more:
+        problems += [f"{tag}: {p}" for p in _more_ops(args, device, tol)]
+    tags = out["portable"][3].clamp(min=0)
+    grads = {}
+    for backend in ("triton", "portable"):
+        pot = make_potentials(*leaves, args[4])
+        loss, _ = nll(pot, tags, backend=backend)
+        finite = torch.where(torch.isfinite(loss), loss, 0.0).sum()
+        grads[backend] = torch.autograd.grad(finite, leaves, allow_unused=True)
+    for i, (a, b) in enumerate(zip(grads["triton"], grads["portable"], strict=True)):
+        if a is not None and b is not None:
+            problems += [f"{tag}: {p}" for p in _close(f"grad {i}", a, b, *tol)]
     return problems
 
 
@@ -315,11 +362,11 @@ def _step(name: str, fn: Callable[[], object]) -> bool:
     return True
 
 
-def agreement_step(device: str, quick: bool) -> None:
-    problems = agreement(device, quick)
-    print(
-        f"agreement, triton vs portable: {'OK' if not problems else f'{len(problems)} mismatches'}"
-    )
+def agreement_step(device: str, quick: bool, budget_s: float) -> None:
+    problems, done, total = agreement(device, quick, budget_s)
+    covered = "" if done == total else f" on {done} of {total} cases (budget {budget_s:g} s spent)"
+    verdict = "OK" if not problems else f"{len(problems)} mismatches"
+    print(f"agreement, triton vs portable: {verdict}{covered}")
     for p in problems[:50]:
         print("  " + p, file=sys.stderr)
     if problems:
@@ -331,6 +378,12 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
         "--quick", action="store_true", help="fewer, smaller agreement cases; a toy timing size"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=math.inf,
+        help="seconds after which the agreement starts no new case (default: none)",
     )
     args = parser.parse_args()
     ok, why = available("triton")
@@ -345,7 +398,7 @@ def main() -> None:
     results = [
         _step("timing", lambda: timing(args.device, *size)),
         _step("bf16 step", lambda: bf16_step(args.device)),
-        _step("agreement", lambda: agreement_step(args.device, args.quick)),
+        _step("agreement", lambda: agreement_step(args.device, args.quick, args.budget)),
     ]
     raise SystemExit(0 if all(results) else 1)
 

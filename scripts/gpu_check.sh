@@ -6,8 +6,11 @@
 #   bash scripts/gpu_check.sh --prepare    here, where the package index is reachable: the pure-Python
 #                                          wheels a GPU image lacks (pytorch-crf, the loss's anchor) into .whl/
 #   bash scripts/gpu_check.sh              on the GPU machine; needs no network
-#   bash scripts/gpu_check.sh --rehearse   on a CPU: the same steps through Triton's interpreter at toy
-#                                          sizes (how this script is tested)
+#   bash scripts/gpu_check.sh --rehearse   on a CPU: the same steps, the agreement's toy cases only
+#                                          through Triton's interpreter (how this script is tested)
+#
+# On the GPU the agreement runs its toy cases (every op), then starts no new case after 240 s, so that
+# with the Triton compiles of a first run the whole check stays near 5 minutes; it says how many it ran.
 #
 # The device tool sends the tracked files only, so the wheels travel by name:
 #   run(command="bash scripts/gpu_check.sh", carry=[".whl"], timeout_s=540)
@@ -68,11 +71,11 @@ if [ -n "${OUT:-}" ]; then
 fi
 if [ "$mode" = rehearse ]; then
   export TRITON_INTERPRET=1
-  device=cpu check_args=(--device cpu --quick)
+  device=cpu check_args=(--device cpu --budget 0)  # the toy agreement cases only
   bench_args=(--sizes 2,8,5 --repeats 2 --no-memory)
   [ "$table" = /dev/null ] || table=$OUT/bench_cpu.md
 else
-  device=cuda check_args=(--device cuda)
+  device=cuda check_args=(--device cuda --budget 240)
   bench_args=(--sizes 32,50,9 64,128,17 16,512,17 --repeats 20)
 fi
 
