@@ -69,7 +69,13 @@ BATCH_FIELDS = frozenset({"words", "chars", "features", "sentences"})
 
 
 class EmissionEncoder(Protocol):
-    """What the tagger expects of an encoder (every class here satisfies it)."""
+    """What the tagger expects of an encoder (every class here satisfies it).
+
+    Optional, read where present: ``tag_batch_size: int``, the chains per batch
+    :class:`~crfhead.inference.TextTagger` uses by default (else
+    :data:`~crfhead.inference.text_tagger.BATCH_SIZE`; the indicator and BiLSTM encoders name 256,
+    their batches' fixed cost outweighing the padding).
+    """
 
     needs: frozenset[str]
     num_tags: int
